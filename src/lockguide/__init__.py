@@ -1,0 +1,36 @@
+"""lockguide: the reference implementation behind the distributed-locks guide.
+
+Every rule the guide teaches is enforced here: unpredictable lock values,
+compare-and-delete release, monotonic deadlines measured from before the
+request, and typed errors that say what to do next.
+"""
+
+from lockguide.errors import (
+    AlreadyAcquired,
+    BadArgument,
+    BadArgumentType,
+    LockError,
+    LockLost,
+    NotAcquired,
+    NotOwned,
+)
+from lockguide.lock import Lock
+from lockguide.tokens import new_lock_value
+from lockguide.validity import Verdict, drift_ms, judge, quorum, validity_ms
+
+__all__ = [
+    "AlreadyAcquired",
+    "BadArgument",
+    "BadArgumentType",
+    "Lock",
+    "LockError",
+    "LockLost",
+    "NotAcquired",
+    "NotOwned",
+    "Verdict",
+    "drift_ms",
+    "judge",
+    "new_lock_value",
+    "quorum",
+    "validity_ms",
+]

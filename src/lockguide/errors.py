@@ -1,0 +1,93 @@
+"""One small hierarchy of errors, each saying what the caller should do next.
+
+Everything the library raises on purpose is a :class:`LockError`, so one
+``except LockError`` catches it all; the subclasses say which story happened.
+"""
+
+from __future__ import annotations
+
+
+class LockError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class BadArgument(LockError, ValueError):
+    """An argument was rejected before anything was sent to Redis.
+
+    Raised while constructing a lock (or calling one of its methods) with a value
+    that cannot work: a TTL that is not a positive whole number of milliseconds,
+    an empty key, a negative timeout. Fix the call; retrying it will not help.
+    """
+
+
+class BadArgumentType(BadArgument, TypeError):
+    """An argument had the wrong type (for example a TTL given as ``1.5`` or ``"30s"``).
+
+    It is also a :class:`BadArgument` and a :class:`TypeError`.
+    """
+
+
+class NotAcquired(LockError):
+    """The lock could not be acquired: somebody else holds it.
+
+    Raised by ``with lock:`` when the attempt ends without the lock, and by
+    :meth:`Lock.acquire` when ``raise_on_failure`` is true. The critical section
+    did **not** run. Retry later, give up, or raise ``timeout_ms`` if waiting
+    longer is acceptable.
+    """
+
+    def __init__(self, key: str, waited_ms: float) -> None:
+        self.key = key
+        self.waited_ms = waited_ms
+        super().__init__(
+            f"lock {key!r} is held by another owner; gave up after {waited_ms:.0f} ms. "
+            "The protected work did not run: retry later or wait longer (timeout_ms)."
+        )
+
+
+class NotOwned(LockError):
+    """This lock object does not hold the lock, so it cannot release or extend it.
+
+    It was never acquired, or it was already released. This is a bug in the
+    calling code (a double release, or a release without an acquire).
+    """
+
+    def __init__(self, key: str, action: str) -> None:
+        self.key = key
+        super().__init__(
+            f"cannot {action} lock {key!r}: this Lock object does not hold it "
+            "(never acquired, or already released). Check the acquire/release pairing."
+        )
+
+
+class LockLost(NotOwned):
+    """The lock was held, but Redis no longer has this holder's value.
+
+    The lease expired (the work outlived the TTL, or the process paused) and the
+    key is gone or now belongs to someone else. Nothing was deleted or extended.
+    Any write made after the deadline may have overlapped with another holder:
+    treat its result as suspect, and protect the resource with a fencing token.
+    """
+
+    def __init__(self, key: str, action: str) -> None:
+        self.key = key
+        LockError.__init__(
+            self,
+            f"cannot {action} lock {key!r}: its lease expired and the key is gone or "
+            "held by someone else. Work done after the deadline may have overlapped "
+            "another holder; only a fencing check at the resource can refuse it.",
+        )
+
+
+class AlreadyAcquired(LockError):
+    """``acquire`` was called on a lock object that already holds the lock.
+
+    Locks here are not re-entrant: release first, or use a separate object.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"this Lock object already holds {key!r}; locks are not re-entrant. "
+            "Release it first, or create a separate Lock for a separate holder."
+        )

@@ -1,0 +1,227 @@
+"""``Lock``: a lease on one Redis instance.
+
+The story this class is written against, in order:
+
+1. Client A runs ``SET lock:ledger <A's random value> NX PX 30000``. Redis
+   creates the key because it did not exist, with a 30 s time to live.
+2. Client B runs the same command with its own value. The key exists, so
+   ``NX`` refuses, and B waits a *random* moment before trying again.
+3. A finishes and releases by running a script that deletes the key **only
+   if it still holds A's value**. A bare ``DEL`` would be wrong: if A had been
+   paused past its TTL, the key might by now be B's, and A would delete it.
+4. If A crashes instead, nobody releases; the key expires after 30 s and B gets
+   in. That expiry is what makes the lock safe against crashes and unsafe
+   against pauses: a holder that is merely slow loses the lock without knowing.
+
+So the lock keeps its own deadline, measured on this process's monotonic clock
+from *before* the ``SET`` was sent, and reports it through
+:meth:`Lock.validity_remaining_ms`. Check it before doing anything you could not
+undo, and protect the resource itself with a fencing token when correctness
+depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from types import TracebackType
+
+import redis
+from redis.exceptions import RedisError
+
+from lockguide import _validate
+from lockguide._scripts import EXTEND, RELEASE
+from lockguide.errors import AlreadyAcquired, LockLost, NotAcquired, NotOwned
+from lockguide.tokens import new_lock_value
+from lockguide.validity import DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS, drift_ms
+
+__all__ = ["Lock"]
+
+_UNSET: float = -1.0
+
+
+class Lock:
+    """A mutual-exclusion lease on one Redis instance.
+
+    Args:
+        client: a connected ``redis.Redis`` (its ``socket_timeout`` bounds how
+            long an unresponsive server can stall a call: set one).
+        key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
+        ttl_ms: the lease, a positive ``int`` of milliseconds. After this long
+            Redis deletes the key whether or not the holder is finished.
+        timeout_ms: how long :meth:`acquire` keeps trying by default;
+            ``None`` waits as long as it takes.
+        retry_delay_ms: the ``(low, high)`` range from which each pause between
+            attempts is drawn at random, so competing clients do not retry in step.
+
+    Example::
+
+        with Lock(r, "lock:report", ttl_ms=30_000, timeout_ms=5_000) as lock:
+            build_report()
+            if lock.validity_remaining_ms() < 1_000:
+                raise RuntimeError("too little lease left to publish safely")
+            publish_report()
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        ttl_ms: int,
+        *,
+        timeout_ms: float | None = None,
+        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
+    ) -> None:
+        self._client = _validate.check_client(client)
+        self._key = _validate.check_key(key)
+        self._ttl_ms = _validate.check_ttl_ms(ttl_ms)
+        self._timeout_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
+        self._retry_delay_ms = _validate.check_delay_range(retry_delay_ms)
+        self._value: str | None = None
+        self._deadline = 0.0
+
+    # -- read-only facts -------------------------------------------------------------
+
+    @property
+    def key(self) -> str:
+        """The Redis key this lock uses."""
+        return self._key
+
+    @property
+    def ttl_ms(self) -> int:
+        """The lease requested on every acquire, in milliseconds."""
+        return self._ttl_ms
+
+    @property
+    def value(self) -> str | None:
+        """This holder's random value while the lock is held, else ``None``."""
+        return self._value
+
+    @property
+    def held(self) -> bool:
+        """Whether this object acquired the lock and has not released it.
+
+        This is the holder's *belief*. The lease may have expired meanwhile:
+        :meth:`validity_remaining_ms` says how much of it is left.
+        """
+        return self._value is not None
+
+    def validity_remaining_ms(self) -> float:
+        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
+
+        Computed as the TTL minus the time since just before the ``SET`` was sent,
+        minus the clock-drift allowance (1 % of the TTL + 2 ms).
+        """
+        if self._value is None:
+            return 0.0
+        return max(0.0, (self._deadline - time.monotonic()) * 1000.0)
+
+    # -- acquire / release / extend -------------------------------------------------
+
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = _UNSET) -> bool:
+        """Try to take the lock; return ``True`` if this call got it.
+
+        Args:
+            blocking: ``False`` makes exactly one attempt.
+            timeout_ms: how long to keep trying when blocking; defaults to the
+                value given to the constructor (``None`` means no limit).
+
+        Returns ``False`` when the lock is held by someone else and the wait
+        ran out. Use ``with lock:`` to turn that into :class:`NotAcquired`.
+        """
+        if self._value is not None:
+            raise AlreadyAcquired(self._key)
+        if timeout_ms == _UNSET:
+            wait_ms = self._timeout_ms
+        else:
+            wait_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
+        value = new_lock_value()
+        give_up_at = None if wait_ms is None else time.monotonic() + wait_ms / 1000.0
+        while True:
+            started = time.monotonic()
+            if self._try_set(value):
+                self._value = value
+                self._deadline = started + self._usable_ms(self._ttl_ms) / 1000.0
+                return True
+            if not blocking:
+                return False
+            pause = random.uniform(*self._retry_delay_ms) / 1000.0
+            if give_up_at is not None:
+                left = give_up_at - time.monotonic()
+                if left <= 0:
+                    return False
+                pause = min(pause, left)
+            time.sleep(pause)
+
+    def release(self) -> None:
+        """Release the lock with compare-and-delete.
+
+        Raises:
+            NotOwned: this object does not hold the lock.
+            LockLost: the lease had expired; the key is gone or someone else's,
+                and it was left untouched.
+        """
+        value = self._take_value("release")
+        if RELEASE(self._client, (self._key,), (value,)) != 1:
+            raise LockLost(self._key, "release")
+
+    def extend(self, ttl_ms: int | None = None) -> None:
+        """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
+
+        The new lease counts from just before this request. Extending only works
+        while the lease is still ours: it cannot revive an expired lock.
+
+        Raises:
+            NotOwned: this object does not hold the lock.
+            LockLost: the lease had already expired; the lock is no longer held.
+        """
+        new_ttl = self._ttl_ms if ttl_ms is None else _validate.check_ttl_ms(ttl_ms)
+        if self._value is None:
+            raise NotOwned(self._key, "extend")
+        started = time.monotonic()
+        if EXTEND(self._client, (self._key,), (self._value, new_ttl)) != 1:
+            self._value = None
+            raise LockLost(self._key, "extend")
+        self._deadline = started + self._usable_ms(new_ttl) / 1000.0
+
+    def __enter__(self) -> Lock:
+        if not self.acquire():
+            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+            raise NotAcquired(self._key, waited)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "held" if self.held else "not held"
+        return f"<Lock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
+
+    # -- internals ---------------------------------------------------------------
+
+    def _try_set(self, value: str) -> bool:
+        try:
+            return bool(self._client.set(self._key, value, nx=True, px=self._ttl_ms))
+        except RedisError:
+            # The reply may have been lost after Redis stored the key: clean up
+            # our own value (if it is there) so it does not block others for a TTL.
+            with contextlib.suppress(RedisError):
+                RELEASE(self._client, (self._key,), (value,))
+            raise
+
+    def _take_value(self, action: str) -> str:
+        value = self._value
+        if value is None:
+            raise NotOwned(self._key, action)
+        self._value = None
+        return value
+
+    @staticmethod
+    def _usable_ms(ttl_ms: int) -> float:
+        return ttl_ms - drift_ms(ttl_ms, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS)

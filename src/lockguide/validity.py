@@ -1,0 +1,97 @@
+"""The lock's time arithmetic, as pure functions with no I/O.
+
+One definition serves the locks, the documentation and the validity calculator,
+so the number a page prints is the number the code uses.
+
+All durations are milliseconds.
+
+* ``drift_ms(ttl)`` is the safety margin for clocks: the Redis reference
+  implementations allow 1 % of the TTL for a server clock that runs fast, plus
+  2 ms for the granularity of Redis expiry (which also keeps a floor under very
+  short TTLs).
+* ``validity_ms(ttl, elapsed)`` is how long the holder may still act:
+  ``ttl - elapsed - drift``, where *elapsed* is measured on the client's
+  monotonic clock from before the first request was sent.
+* ``quorum(n)`` is the majority Redlock needs: ``n // 2 + 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Fraction of the TTL allowed for clock-rate error between client and server.
+DEFAULT_DRIFT_FACTOR = 0.01
+#: Fixed allowance for Redis's expiry precision, in milliseconds.
+DEFAULT_DRIFT_FLOOR_MS = 2.0
+
+
+def drift_ms(
+    ttl_ms: float,
+    drift_factor: float = DEFAULT_DRIFT_FACTOR,
+    drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
+) -> float:
+    """Clock-drift allowance for a lease of ``ttl_ms``: ``ttl * factor + floor``."""
+    return ttl_ms * drift_factor + drift_floor_ms
+
+
+def validity_ms(
+    ttl_ms: float,
+    elapsed_ms: float,
+    drift_factor: float = DEFAULT_DRIFT_FACTOR,
+    drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
+) -> float:
+    """Time the holder may still rely on the lock: ``ttl - elapsed - drift``.
+
+    A result of zero or less means the lock must be treated as not acquired,
+    even if the servers said yes.
+    """
+    return ttl_ms - elapsed_ms - drift_ms(ttl_ms, drift_factor, drift_floor_ms)
+
+
+def quorum(n_masters: int) -> int:
+    """Votes needed out of ``n_masters``: a strict majority, ``n // 2 + 1``."""
+    if n_masters < 1:
+        raise ValueError("a quorum needs at least one master")
+    return n_masters // 2 + 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one acquisition attempt, as the arithmetic sees it."""
+
+    ttl_ms: float
+    elapsed_ms: float
+    drift_ms: float
+    validity_ms: float
+    votes: int
+    needed: int
+
+    @property
+    def majority(self) -> bool:
+        """Whether enough masters said yes."""
+        return self.votes >= self.needed
+
+    @property
+    def acquired(self) -> bool:
+        """A lock counts only with a majority *and* time left to use it."""
+        return self.majority and self.validity_ms > 0
+
+
+def judge(
+    ttl_ms: float,
+    elapsed_ms: float,
+    votes: int,
+    n_masters: int,
+    drift_factor: float = DEFAULT_DRIFT_FACTOR,
+    drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
+) -> Verdict:
+    """Apply the whole rule to one attempt: majority, drift and remaining validity."""
+    drift = drift_ms(ttl_ms, drift_factor, drift_floor_ms)
+    return Verdict(
+        ttl_ms=ttl_ms,
+        elapsed_ms=elapsed_ms,
+        drift_ms=drift,
+        validity_ms=ttl_ms - elapsed_ms - drift,
+        votes=votes,
+        needed=quorum(n_masters),
+    )

@@ -1,0 +1,41 @@
+"""One fixture decides the backend: every test that takes ``backend`` (or ``r``)
+runs twice, on fakeredis and on a real ``redis-server`` started for the session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pytest_redis.executor import RedisExecutor
+
+from tests.support import Backend, fake_backend, real_backend, start_redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisExecutor]:
+    """A real redis-server on a free loopback port, for the whole session."""
+    executor = start_redis_server(tmp_path_factory.mktemp("redis-server"))
+    yield executor
+    executor.stop()
+
+
+@pytest.fixture(
+    params=[
+        "fakeredis",
+        pytest.param("redis-server", marks=pytest.mark.real_redis),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "fakeredis":
+        return fake_backend()
+    executor: RedisExecutor = request.getfixturevalue("redis_server")
+    return real_backend(executor)
+
+
+@pytest.fixture
+def r(backend: Backend) -> Iterator[redis.Redis]:
+    """A client on the test's backend."""
+    client = backend.client()
+    yield client
+    client.close()

@@ -1,0 +1,313 @@
+"""Behaviour of the single-instance Lock, on fakeredis and on a real redis-server."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from lockguide import (
+    AlreadyAcquired,
+    BadArgument,
+    BadArgumentType,
+    Lock,
+    LockLost,
+    NotAcquired,
+    NotOwned,
+)
+from lockguide._scripts import RELEASE
+from tests.support import Backend
+
+KEY = "lock:test"
+
+
+def test_acquire_stores_a_fresh_40_hex_digit_value_with_the_ttl(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    assert lock.acquire(blocking=False)
+    assert lock.value is not None
+    assert len(lock.value) == 40
+    int(lock.value, 16)  # hex digits only
+    assert r.get(KEY) == lock.value.encode()
+    assert 0 < r.pttl(KEY) <= 5_000
+
+
+def test_every_acquisition_gets_a_different_value(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    seen = set()
+    for _ in range(20):
+        assert lock.acquire(blocking=False)
+        seen.add(lock.value)
+        lock.release()
+    assert len(seen) == 20
+
+
+def test_a_second_holder_is_refused_while_the_first_holds(r: redis.Redis) -> None:
+    first = Lock(r, KEY, ttl_ms=5_000)
+    second = Lock(r, KEY, ttl_ms=5_000)
+    assert first.acquire(blocking=False)
+    assert not second.acquire(blocking=False)
+    assert not second.held
+    assert r.get(KEY) == (first.value or "").encode()
+
+
+def test_release_deletes_only_our_own_key(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    lock.acquire()
+    lock.release()
+    assert r.exists(KEY) == 0
+    assert not lock.held
+
+
+def test_release_after_expiry_leaves_the_next_holders_lock_alone(r: redis.Redis) -> None:
+    a = Lock(r, KEY, ttl_ms=50)
+    assert a.acquire(blocking=False)
+    time.sleep(0.1)  # A stalls past its lease
+    b = Lock(r, KEY, ttl_ms=5_000)
+    assert b.acquire(blocking=False)
+    with pytest.raises(LockLost):
+        a.release()
+    assert r.get(KEY) == (b.value or "").encode(), "A's release must not touch B's lock"
+    assert not Lock(r, KEY, ttl_ms=5_000).acquire(blocking=False)
+
+
+def test_release_without_acquire_or_twice_is_not_owned(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    with pytest.raises(NotOwned) as never:
+        lock.release()
+    assert not isinstance(never.value, LockLost)
+    lock.acquire()
+    lock.release()
+    with pytest.raises(NotOwned):
+        lock.release()
+
+
+def test_acquiring_twice_on_one_object_is_refused(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    lock.acquire()
+    with pytest.raises(AlreadyAcquired):
+        lock.acquire(blocking=False)
+    assert lock.held
+
+
+def test_blocking_acquire_gets_the_lock_once_the_holder_expires(r: redis.Redis) -> None:
+    holder = Lock(r, KEY, ttl_ms=150)
+    holder.acquire()
+    waiter = Lock(r, KEY, ttl_ms=5_000, retry_delay_ms=(5.0, 15.0))
+    started = time.monotonic()
+    assert waiter.acquire(timeout_ms=3_000)
+    waited = time.monotonic() - started
+    assert waited >= 0.1, "it cannot have got in before the holder's lease ran out"
+    assert r.get(KEY) == (waiter.value or "").encode()
+
+
+def test_blocking_acquire_gives_up_at_its_timeout(r: redis.Redis) -> None:
+    Lock(r, KEY, ttl_ms=10_000).acquire()
+    waiter = Lock(r, KEY, ttl_ms=5_000, retry_delay_ms=(10.0, 30.0))
+    started = time.monotonic()
+    assert not waiter.acquire(timeout_ms=200)
+    waited_ms = (time.monotonic() - started) * 1000
+    assert waited_ms >= 200
+    assert waited_ms < 200 + 2_000  # generous: shared machines are noisy
+    assert not waiter.held
+
+
+def test_retry_pauses_are_random_and_within_the_range(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def recording_sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr("lockguide.lock.time.sleep", recording_sleep)
+    Lock(r, KEY, ttl_ms=10_000).acquire()
+    assert not Lock(r, KEY, ttl_ms=1_000, retry_delay_ms=(10.0, 30.0)).acquire(timeout_ms=300)
+    full = pauses[:-1]  # the last pause may be cut short by the deadline
+    assert len(full) >= 5
+    assert all(0.010 <= p <= 0.030 for p in full)
+    assert len(set(full)) > 1, "retry pauses must not be a fixed delay"
+
+
+def test_timeout_zero_makes_one_attempt(r: redis.Redis) -> None:
+    Lock(r, KEY, ttl_ms=10_000).acquire()
+    assert not Lock(r, KEY, ttl_ms=1_000, timeout_ms=0).acquire()
+
+
+def test_validity_counts_down_from_before_the_request(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    assert lock.validity_remaining_ms() == 0.0
+    lock.acquire()
+    first = lock.validity_remaining_ms()
+    # 1000 ms minus the drift allowance (1 % + 2 ms) is the most it can ever report.
+    assert 0 < first <= 1_000 - 12
+    time.sleep(0.05)
+    assert lock.validity_remaining_ms() <= first - 40
+    lock.release()
+    assert lock.validity_remaining_ms() == 0.0
+
+
+def test_validity_is_zero_once_the_lease_has_run_out(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=50)
+    lock.acquire()
+    time.sleep(0.08)
+    assert lock.held  # the holder still believes it holds the lock ...
+    assert lock.validity_remaining_ms() == 0.0  # ... but its own clock says otherwise
+
+
+def test_extend_resets_the_ttl_and_the_deadline(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=300)
+    lock.acquire()
+    time.sleep(0.1)
+    lock.extend(5_000)
+    assert r.pttl(KEY) > 4_000
+    assert lock.validity_remaining_ms() > 4_000
+    lock.extend()  # back to the original TTL
+    assert r.pttl(KEY) <= 300
+
+
+def test_extend_cannot_revive_an_expired_lock(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=50)
+    lock.acquire()
+    time.sleep(0.1)
+    other = Lock(r, KEY, ttl_ms=5_000)
+    assert other.acquire(blocking=False)
+    with pytest.raises(LockLost):
+        lock.extend(5_000)
+    assert not lock.held
+    assert r.get(KEY) == (other.value or "").encode()
+    with pytest.raises(NotOwned):
+        lock.extend()
+
+
+def test_context_manager_releases_on_exit_and_on_error(r: redis.Redis) -> None:
+    with Lock(r, KEY, ttl_ms=5_000) as lock:
+        assert r.get(KEY) == (lock.value or "").encode()
+    assert r.exists(KEY) == 0
+    with pytest.raises(RuntimeError), Lock(r, KEY, ttl_ms=5_000):
+        raise RuntimeError("work failed")
+    assert r.exists(KEY) == 0
+
+
+def test_context_manager_raises_not_acquired_when_busy(r: redis.Redis) -> None:
+    Lock(r, KEY, ttl_ms=10_000).acquire()
+    with pytest.raises(NotAcquired, match="did not run"), Lock(r, KEY, ttl_ms=1_000, timeout_ms=50):
+        pytest.fail("the body must not run without the lock")
+
+
+def test_release_survives_a_script_flush(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    lock.acquire()
+    lock.release()
+    r.script_flush()
+    lock.acquire()
+    lock.release()  # NOSCRIPT is answered by loading the script again
+    assert r.exists(KEY) == 0
+
+
+def test_scripts_are_loaded_once_then_called_by_sha(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r.script_flush()
+    loads: list[str] = []
+    real_load = r.script_load
+
+    def counting_load(script: str) -> Any:
+        loads.append(script)
+        return real_load(script)
+
+    monkeypatch.setattr(r, "script_load", counting_load)
+    lock = Lock(r, KEY, ttl_ms=5_000)
+    for _ in range(5):
+        lock.acquire()
+        lock.release()
+    assert loads == [RELEASE.source]
+
+
+def test_a_lost_set_reply_does_not_leave_the_key_behind(backend: Backend) -> None:
+    class ReplyLostAfterSet(backend.redis_class):  # type: ignore[name-defined, misc]
+        def set(self, *args: Any, **kwargs: Any) -> Any:
+            super().set(*args, **kwargs)
+            raise RedisConnectionError("connection reset after the command was sent")
+
+    flaky = ReplyLostAfterSet()
+    with pytest.raises(RedisConnectionError):
+        Lock(flaky, KEY, ttl_ms=30_000).acquire()
+    assert backend.client().exists(KEY) == 0
+
+
+@pytest.mark.parametrize(
+    ("ttl", "error"),
+    [
+        (0, BadArgument),
+        (-5, BadArgument),
+        (1.5, BadArgumentType),
+        (30_000.0, BadArgumentType),
+        ("30000", BadArgumentType),
+        (True, BadArgumentType),
+        (None, BadArgumentType),
+    ],
+)
+def test_bad_ttl_is_refused_before_any_request(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, ttl: object, error: type[Exception]
+) -> None:
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(r, "execute_command", lambda *a, **k: sent.append(a))
+    with pytest.raises(error, match="ttl_ms"):
+        Lock(r, KEY, ttl_ms=ttl)  # type: ignore[arg-type]
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"key": ""}, "key must not be empty"),
+        ({"key": b"lock"}, "key must be a str"),
+        ({"timeout_ms": -1}, "timeout_ms"),
+        ({"timeout_ms": math.nan}, "timeout_ms"),
+        ({"retry_delay_ms": (100.0, 10.0)}, "retry_delay_ms"),
+        ({"retry_delay_ms": (0.0, 0.0)}, "retry_delay_ms"),
+        ({"retry_delay_ms": 50}, "retry_delay_ms"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_request(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], match: str
+) -> None:
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(r, "execute_command", lambda *a, **k: sent.append(a))
+    args: dict[str, Any] = {"key": KEY, "ttl_ms": 1_000, **kwargs}
+    with pytest.raises(BadArgument, match=match):
+        Lock(r, **args)
+    assert sent == []
+
+
+def test_negative_timeout_at_acquire_is_refused_before_any_request(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(r, "execute_command", lambda *a, **k: sent.append(a))
+    with pytest.raises(BadArgument, match="timeout_ms"):
+        lock.acquire(timeout_ms=-10)
+    assert sent == []
+
+
+@pytest.mark.parametrize("client", [object(), "redis://127.0.0.1:6379", None])
+def test_a_non_client_is_refused(client: object) -> None:
+    with pytest.raises(BadArgumentType, match=r"redis\.Redis"):
+        Lock(client, KEY, ttl_ms=1_000)  # type: ignore[arg-type]
+
+
+def test_errors_are_one_hierarchy_and_catchable_as_builtins() -> None:
+    from lockguide import LockError
+
+    for error in (BadArgument, BadArgumentType, NotAcquired, NotOwned, LockLost, AlreadyAcquired):
+        assert issubclass(error, LockError)
+    assert issubclass(BadArgument, ValueError)
+    assert issubclass(BadArgumentType, TypeError)
+    assert issubclass(LockLost, NotOwned)
