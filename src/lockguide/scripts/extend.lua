@@ -1,8 +1,10 @@
--- Compare-and-pexpire: give the lock a fresh TTL only if it still holds the caller's value.
--- KEYS[1] = the lock key
--- ARGV[1] = the value this holder wrote when it acquired the lock
--- ARGV[2] = the new time to live, in milliseconds
--- Returns 1 when the TTL was reset, 0 when the key was absent or someone else's.
+-- Compare-and-pexpire: give the lock a fresh TTL only if it still
+-- holds the caller's value.
+--   KEYS[1]  the lock key
+--   ARGV[1]  the value this holder wrote when it acquired the lock
+--   ARGV[2]  the new time to live, in milliseconds
+-- Returns 1 if the TTL was reset,
+--         0 if the key was absent or held by someone else.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
