@@ -26,9 +26,7 @@ pytestmark = pytest.mark.real_redis
 
 @pytest.fixture(scope="session")
 def audit_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
-    executors = [
-        start_redis_server(tmp_path_factory.mktemp(f"audit-master-{i}")) for i in range(5)
-    ]
+    executors = [start_redis_server(tmp_path_factory.mktemp(f"audit-master-{i}")) for i in range(5)]
     yield [server_at(f"master-{i}", ex.host, ex.port) for i, ex in enumerate(executors)]
     for ex in executors:
         ex.stop()

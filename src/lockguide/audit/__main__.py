@@ -1,4 +1,4 @@
-"""``python -m lockguide.audit MODULE:FACTORY``: audit a lock, exit non-zero on a must-have failure."""
+"""``python -m lockguide.audit MODULE:FACTORY``: audit a lock; exit 1 when a must-have fails."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "target",
         nargs="?",
-        help="MODULE:FACTORY of an adapter factory, or a built-in name: "
-        + ", ".join(BUILTIN),
+        help="MODULE:FACTORY of an adapter factory, or a built-in name: " + ", ".join(BUILTIN),
     )
     parser.add_argument(
         "--backend",

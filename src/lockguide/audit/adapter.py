@@ -43,7 +43,7 @@ TtlSpec = int | Literal["default", "no-expiry"]
 """A lease in milliseconds, :data:`DEFAULT` or :data:`NO_EXPIRY`."""
 
 
-class Unsupported(Exception):  # noqa: N818 - a capability answer, not a failure
+class Unsupported(Exception):
     """Raised by an adapter for an option or operation the library does not have."""
 
 

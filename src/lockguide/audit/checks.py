@@ -147,8 +147,10 @@ def check_release(lab: Lab) -> Row:
     extend_said, _, extend_error = describe_call(lambda: a.extend(60_000))
     release_said, _, _ = describe_call(a.release)
     b_intact = lab.still_there(b_keys)
-    stretched = any(0 < lab.admins[k.server].pttl(k.name) and
-                    lab.admins[k.server].pttl(k.name) > 10_000 for k in b_keys)
+    stretched = any(
+        lab.admins[k.server].pttl(k.name) > 0 and lab.admins[k.server].pttl(k.name) > 10_000
+        for k in b_keys
+    )
     c = lab.holder(adapter, key, 10_000)
     c_got = c.acquire(0)
     details = [
@@ -298,7 +300,8 @@ class _Child:
         )
 
     def ask(self, line: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         if line:
             self.proc.stdin.write(line + "\n")
             self.proc.stdin.flush()
@@ -385,8 +388,7 @@ def check_pause(lab: Lab) -> Row:
         return _row(
             "pause",
             Status.FAIL,
-            "the lock never expires: a paused holder keeps it, and a crashed one keeps it "
-            "forever",
+            "the lock never expires: a paused holder keeps it, and a crashed one keeps it forever",
             details=details,
             in_process=in_process,
         )
@@ -458,8 +460,9 @@ def check_renewal(lab: Lab) -> Row:
         if lock_keys:
             time.sleep(lease_s + 0.3)
             renewed = lab.still_there(lock_keys)
-            details.append(f"after {lease_s + 0.3:.1f} s (past the lease) the key was still ours: "
-                           f"{renewed}")
+            details.append(
+                f"after {lease_s + 0.3:.1f} s (past the lease) the key was still ours: {renewed}"
+            )
             if not renewed:
                 return _row(
                     "renewal",
@@ -517,7 +520,7 @@ def _redlock(lab: Lab, check_id: str) -> None:
         raise _NotApplicable("single instance: applies to Redlock-style locks only")
 
 
-class _NotApplicable(Exception):  # noqa: N818 - control flow
+class _NotApplicable(Exception):
     pass
 
 
@@ -648,9 +651,7 @@ def check_retry(lab: Lab) -> Row:
             details=details,
         )
     if len(gaps) < 2:
-        return _row(
-            "retry", Status.NOT_RUN, "only two attempts: too few to judge", details=details
-        )
+        return _row("retry", Status.NOT_RUN, "only two attempts: too few to judge", details=details)
     spread = max(gaps) - min(gaps)
     mean = sum(gaps) / len(gaps)
     if spread >= max(0.015, 0.25 * mean):

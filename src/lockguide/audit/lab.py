@@ -7,7 +7,7 @@ import importlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -22,7 +22,7 @@ class CheckError(RuntimeError):
     """A check could not reach the state it needs (reported as an error row)."""
 
 
-class NotRunnable(RuntimeError):  # noqa: N818 - a row outcome, not a bug
+class NotRunnable(RuntimeError):
     """A check that needs something this backend lacks (reported as "not run")."""
 
 
@@ -135,14 +135,16 @@ class Lab:
 
     def snapshot(self) -> list[set[bytes]]:
         """The key names on every server."""
-        return [set(admin.keys("*")) for admin in self.admins]
+        return [set(cast(list[bytes], admin.keys("*"))) for admin in self.admins]
 
     def new_keys(self, before: list[set[bytes]]) -> list[LockKey]:
         """Keys that exist now and did not before (the lock's own keys while held)."""
         found = []
         for i, admin in enumerate(self.admins):
-            for name in sorted(set(admin.keys("*")) - before[i]):
-                value = admin.get(name) if admin.type(name) == b"string" else None
+            for name in sorted(set(cast(list[bytes], admin.keys("*"))) - before[i]):
+                value = cast(
+                    bytes | None, admin.get(name) if admin.type(name) == b"string" else None
+                )
                 found.append(LockKey(i, name, value, int(admin.pttl(name))))
         return found
 
@@ -178,7 +180,7 @@ class Lab:
             return "its keys were expired on the server (PEXPIRE 1)"
         self.require_real("ending a key-less (pub/sub) hold with CLIENT KILL")
         for admin in self.admins:
-            admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            admin.client_kill_filter(_type="pubsub")
         time.sleep(0.2)
         return "its pub/sub connection was killed (CLIENT KILL TYPE pubsub)"
 

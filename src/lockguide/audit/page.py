@@ -100,8 +100,9 @@ FACTS: tuple[Fact, ...] = (
         "sherlock with no expiry deletes the key it just set",
         "sherlock",
         "exclusion",
-        lambda r: "no-expiry" in r.row("exclusion").summary
-        and r.row("exclusion").status is Status.FAIL,
+        lambda r: (
+            "no-expiry" in r.row("exclusion").summary and r.row("exclusion").status is Status.FAIL
+        ),
     ),
     Fact(
         "python-redis-lock's renewal thread can fail without telling the holder",

@@ -121,12 +121,8 @@ class Proxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sockets += [client, upstream]
-            threading.Thread(
-                target=self._pump, args=(client, upstream, True), daemon=True
-            ).start()
-            threading.Thread(
-                target=self._pump, args=(upstream, client, False), daemon=True
-            ).start()
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
         parser = RespRequests() if requests else None

@@ -32,8 +32,8 @@ Backend = Literal["real", "fake"]
 def resolve(target: str | AdapterFactory) -> tuple[AdapterFactory, str | None]:
     """A factory and its ``MODULE:FACTORY`` name (``None`` if it has no importable name)."""
     if isinstance(target, str):
-        spec = BUILTIN.get(target, target)
-        return resolve_factory(spec), spec
+        named = BUILTIN.get(target, target)
+        return resolve_factory(named), named
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", None)
     spec = f"{module}:{qualname}" if module and qualname else None

@@ -23,7 +23,6 @@ whether the same values come back (see ``checks.check_value``).
 from __future__ import annotations
 
 import math
-import os
 import re
 import string
 import uuid
@@ -49,7 +48,9 @@ _HEX = set(string.hexdigits)
 _ALNUM = set(string.ascii_letters + string.digits)
 _B64 = _ALNUM | set("+/=")
 _PRINTABLE = set(string.printable) - set("\t\n\r\x0b\x0c")
-_UUID_DASHED = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID_DASHED = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _UUID_PLAIN = re.compile(r"[0-9a-fA-F]{32}")
 
 
@@ -68,7 +69,9 @@ class ValueVerdict:
 def _alphabet(chars: set[str]) -> tuple[str, int]:
     if chars <= set(string.digits):
         return _ALPHABETS[0]
-    if chars <= _HEX and (chars <= set(string.hexdigits.lower()) or chars <= set("0123456789ABCDEF")):
+    if chars <= _HEX and (
+        chars <= set(string.hexdigits.lower()) or chars <= set("0123456789ABCDEF")
+    ):
         return _ALPHABETS[1]
     if chars <= _ALNUM:
         return _ALPHABETS[2]
@@ -80,11 +83,16 @@ def _alphabet(chars: set[str]) -> tuple[str, int]:
 
 
 def _common_prefix(values: Sequence[str]) -> int:
-    return len(os.path.commonprefix(list(values)))
+    """How many leading characters every value shares."""
+    shortest = min(len(v) for v in values)
+    for i in range(shortest):
+        if len({v[i] for v in values}) > 1:
+            return i
+    return shortest
 
 
 def _common_suffix(values: Sequence[str]) -> int:
-    return len(os.path.commonprefix([v[::-1] for v in values]))
+    return _common_prefix([v[::-1] for v in values])
 
 
 def _uuid1(value: str) -> bool:
@@ -139,8 +147,7 @@ def judge_values(raw: Sequence[bytes]) -> ValueVerdict:
     if bits < MIN_BITS:
         return ValueVerdict(
             False,
-            f"room for at most {bits:.0f} bits ({length} {name} characters vary); "
-            f"below {MIN_BITS}",
+            f"room for at most {bits:.0f} bits ({length} {name} characters vary); below {MIN_BITS}",
             bits,
             name,
             shortest,

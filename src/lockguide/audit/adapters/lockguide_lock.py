@@ -44,10 +44,12 @@ class LockguideAdapter:
     def __init__(self, servers: Sequence[Server]) -> None:
         self.client: redis.Redis = servers[0].connect()
 
-    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> LockguideHolder:
+    def holder(
+        self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
+    ) -> LockguideHolder:
         if renew:
             raise Unsupported("no automatic renewal: call extend()")
-        if ttl_ms == DEFAULT or ttl_ms == NO_EXPIRY:
+        if ttl_ms in (DEFAULT, NO_EXPIRY):
             raise Unsupported("ttl_ms is a required, positive argument")
         assert isinstance(ttl_ms, int)
         return LockguideHolder(Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0)))

@@ -45,7 +45,7 @@ class RedisPyAdapter:
     def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> RedisPyHolder:
         if renew:
             raise Unsupported("no automatic renewal: call extend()")
-        if ttl_ms == DEFAULT or ttl_ms == NO_EXPIRY:
+        if ttl_ms in (DEFAULT, NO_EXPIRY):
             return RedisPyHolder(self.client.lock(key))  # timeout=None: no expiry
         assert isinstance(ttl_ms, int)
         return RedisPyHolder(self.client.lock(key, timeout=ttl_ms / 1000.0))

@@ -59,10 +59,12 @@ class RedlockPyAdapter:
     def manager(self, retry_count: int | None = None) -> Any:
         return self._redlock(self.clients, retry_count=retry_count)
 
-    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> RedlockPyHolder:
+    def holder(
+        self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
+    ) -> RedlockPyHolder:
         if renew:
             raise Unsupported("no automatic renewal")
-        if ttl_ms == DEFAULT or ttl_ms == NO_EXPIRY:
+        if ttl_ms in (DEFAULT, NO_EXPIRY):
             raise Unsupported("the TTL is a required argument of lock()")
         assert isinstance(ttl_ms, int)
         return RedlockPyHolder(self, key, ttl_ms)
