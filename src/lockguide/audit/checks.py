@@ -123,8 +123,8 @@ def check_value(lab: Lab) -> Row:
     return _row(
         "value",
         Status.PASS,
-        f"distinct {verdict.length}-character {verdict.alphabet} values with room for at least "
-        f"{MIN_BITS} random bits; not reproducible by seeding random",
+        f"distinct {verdict.length}-character values with room for at least {MIN_BITS} random "
+        "bits; not reproducible by seeding random",
         details=details,
         **data,
     )
