@@ -374,6 +374,16 @@ def check_pause(lab: Lab) -> Row:
         f"PTTL after A's acquire: {ttls}; paused {lease_s + 0.15:.2f} s; B acquired: {overlap}",
         f"after resuming, the library {told_text}; A's release {stale}",
     ]
+    if overlap and not keys:
+        return _row(
+            "pause",
+            Status.WARN,
+            "yes: while A's process was stopped, B found it silent, took the lock over and "
+            "acquired; only a fencing token checked by the resource stops A's late writes "
+            f"(the library then {told_text})",
+            details=details,
+            in_process=in_process,
+        )
     if overlap:
         return _row(
             "pause",

@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import redis
-
 from lockguide.audit.adapter import DEFAULT, Adapter, AdapterFactory, Holder, Server, TtlSpec
 from lockguide.audit.proxy import Proxy
 from lockguide.audit.servers import server_at
@@ -246,12 +244,3 @@ def thread_errors() -> Iterator[list[BaseException]]:
         yield seen
     finally:
         threading.excepthook = original
-
-
-def client_kwargs() -> dict[str, Any]:
-    """Options for the clients adapters create (kept small and uniform)."""
-    return {"socket_timeout": 5.0}
-
-
-def admin_client(server: Server) -> redis.Redis:
-    return server.connect()
