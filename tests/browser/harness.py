@@ -30,6 +30,7 @@ from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.nav import NavPage
 from tests.sitebuild import ROOT
@@ -178,7 +179,7 @@ def settle_mermaid(page: Page, timeout_ms: float = 10_000) -> bool:
     """Wait until every diagram is rendered; False if one is still source after the wait."""
     try:
         page.wait_for_function(MERMAID_SETTLED, timeout=timeout_ms)
-    except Exception:  # playwright's TimeoutError: the Mermaid test says which diagram
+    except PlaywrightTimeout:  # the Mermaid test then says which diagram failed
         return False
     return True
 

@@ -229,15 +229,18 @@ def test_code_blocks_copy_exactly_their_code_to_the_clipboard(desktop: Screen) -
 
 # --- Search --------------------------------------------------------------------------
 
-# (query, page it must find). A page that should be found by a word a reader would
-# type goes here.
+# (query, page under docs/ it must find). A page that should be found by a word a
+# reader would type goes here; an entry for a page that does not exist yet skips.
 SEARCH_FINDS = [
     ("fencing", "single-instance.md"),
+    ("fencing", "checklist.md"),
 ]
 
 
 @pytest.mark.parametrize(("query", "src"), SEARCH_FINDS)
 def test_site_search_finds_the_page_for_a_query(query: str, src: str, desktop: Screen) -> None:
+    if not (docs_dir() / src).exists():
+        pytest.skip(f"docs/{src} does not exist yet: this search runs once it lands")
     assert nav_page_for(src) is not None, f"{src} is not in the nav"
     page = desktop.fresh(PAGES[0])
     try:
