@@ -9,6 +9,7 @@ import pytest
 import redis
 from pytest_redis.executor import RedisExecutor
 
+from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import Backend, fake_backend, real_backend, start_redis_server
 
 
@@ -39,3 +40,9 @@ def r(backend: Backend) -> Iterator[redis.Redis]:
     client = backend.client()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> SiteBuild:
+    """The site, built once per session (``mkdocs build --strict``); see tests/sitebuild.py."""
+    return build_site(site_dir_for_session(tmp_path_factory.mktemp("site-build") / "site"))

@@ -4,30 +4,18 @@ anchor, a missing include, a notebook cell that raises) fails it."""
 from __future__ import annotations
 
 import html
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.test_docs import ROOT
+from tests.sitebuild import ROOT, SiteBuild
 
 
-def test_strict_build_succeeds_and_renders_every_page(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, log
+def test_strict_build_succeeds_and_renders_every_page(built_site: SiteBuild) -> None:
+    # The session's one build (tests/sitebuild.py), which the browser suite also reads.
+    assert built_site.returncode == 0, built_site.log
     # MkDocs's own warnings ("WARNING -  ..."); a kernel's chatter on stderr is not one.
-    assert not re.search(r"^WARNING\s+-", log, flags=re.MULTILINE), log
+    assert not built_site.warnings, built_site.log
+    site = built_site.site_dir
 
     single = page_text(site / "single-instance" / "index.html")
     # The Lua shown on the page is the library's own file, included verbatim.

@@ -1,0 +1,103 @@
+"""Session fixtures of the browser suite: the served site, Chromium, two screens.
+
+The site is the session's one strict build (``built_site``, tests/sitebuild.py), served
+on 127.0.0.1. Chromium is launched once; ``desktop`` is a 1280x800 window that keeps
+each page open once visited (several checks read the same page), and ``phone`` is a
+375x740 touch screen.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
+
+from tests.browser.harness import (
+    CHROMIUM_ARGS,
+    OPEN_SHADOW_ROOTS,
+    SCREENSHOTS,
+    Visit,
+    chromium_executable,
+    open_page,
+    serve,
+)
+from tests.browser.nav import NavPage
+from tests.sitebuild import SiteBuild
+
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 375, "height": 740}
+TIMEOUT_MS = 15_000
+
+
+class Screen:
+    """One browser window size, with its own tabs; ``visit`` opens each page once."""
+
+    def __init__(self, context: BrowserContext, base_url: str) -> None:
+        self.context = context
+        self.base_url = base_url
+        self._visits: dict[str, Visit] = {}
+
+    def visit(self, nav: NavPage) -> Visit:
+        """The page, opened on first use and kept open for the other checks."""
+        if nav.url not in self._visits:
+            self._visits[nav.url] = open_page(self.context, self.base_url, nav)
+        return self._visits[nav.url]
+
+    def fresh(self, nav: NavPage) -> Page:
+        """The page in a new tab of its own (for checks that click and type)."""
+        return open_page(self.context, self.base_url, nav).page
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    executable = chromium_executable()  # skips (or fails under .ci/run) without Chromium
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def base_url(built_site: SiteBuild) -> Iterator[str]:
+    """The built site, served on 127.0.0.1 at a free port."""
+    if not built_site.ok:
+        pytest.fail(
+            "the strict site build failed, so there is nothing to open in a browser "
+            "(see test_strict_build_succeeds_and_renders_every_page)",
+            pytrace=False,
+        )
+    with serve(built_site.site_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> None:
+    """Start each session with an empty screenshots folder (artifacts/ is git-ignored)."""
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+
+
+def _prepare(context: BrowserContext) -> BrowserContext:
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(OPEN_SHADOW_ROOTS)
+    return context
+
+
+@pytest.fixture(scope="session")
+def desktop(chromium: Browser, base_url: str, screenshots: None) -> Iterator[Screen]:
+    context = _prepare(
+        chromium.new_context(viewport=DESKTOP, permissions=["clipboard-read", "clipboard-write"])
+    )
+    yield Screen(context, base_url)
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def phone(chromium: Browser, base_url: str, screenshots: None) -> Iterator[Screen]:
+    context = _prepare(chromium.new_context(viewport=PHONE, is_mobile=True, has_touch=True))
+    yield Screen(context, base_url)
+    context.close()

@@ -1,0 +1,266 @@
+"""What the browser suite drives: the built site on a loopback port, and Chromium.
+
+* ``serve(site_dir)`` serves the built site with the standard library's HTTP server on
+  127.0.0.1 and a free port, in a thread.
+* ``chromium_executable()`` is Debian's Chromium (``/usr/bin/chromium``); Playwright
+  drives it through ``executable_path`` because its own browser download does not work
+  on these machines. Without it the suite skips with the reason, or fails when
+  ``LOCKGUIDE_REQUIRE_BROWSER=1`` (as ``.ci/run`` sets).
+* ``Visit`` opens one page and records everything a reader would suffer from: console
+  errors, uncaught exceptions, requests to the site that failed, and every request that
+  tried to leave the site (refused: a page must not need a CDN to be read).
+"""
+
+from __future__ import annotations
+
+import functools
+import html.parser
+import os
+import re
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urldefrag, urlsplit
+
+import pytest
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from tests.browser.nav import NavPage
+from tests.sitebuild import ROOT
+
+REQUIRE_BROWSER_ENV = "LOCKGUIDE_REQUIRE_BROWSER"
+CHROMIUM_ENV = "LOCKGUIDE_CHROMIUM"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+LOOPBACK = "127.0.0.1"
+
+# Headless Chromium as root, with nothing that phones home (the machine has no network
+# but the package registries; without these flags Chromium keeps trying Google's hosts).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+
+# Material renders each Mermaid diagram into a *closed* shadow root, which no test can
+# look into. Before any page script runs, this makes every shadow root open, so the
+# tests can find the SVG Mermaid produced. It changes nothing else on the page.
+OPEN_SHADOW_ROOTS = """
+(() => {
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (init) {
+    return attach.call(this, Object.assign({}, init, { mode: "open" }));
+  };
+})();
+"""
+
+# True once Material has replaced every Mermaid source block (<pre class="mermaid">)
+# by a rendered diagram. A block whose source Mermaid cannot parse stays a <pre>.
+MERMAID_SETTLED = "() => document.querySelectorAll('pre.mermaid').length === 0"
+
+
+def chromium_executable() -> str:
+    """Path of the Chromium to drive; skips (or fails when required) if it is missing."""
+    path = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
+    if os.access(path, os.X_OK):
+        return path
+    reason = (
+        f"Chromium is not installed at {path}, so the browser suite cannot run "
+        "(install it with: apt-get install chromium)"
+    )
+    if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+        pytest.fail(f"{REQUIRE_BROWSER_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(site_dir: Path) -> Iterator[str]:
+    """Serve ``site_dir`` on 127.0.0.1 at a free port; yields the base URL (ending in /)."""
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{LOOPBACK}:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@dataclass
+class Visit:
+    """One page opened in the browser, and what went wrong while it loaded."""
+
+    nav: NavPage
+    url: str
+    page: Page
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    external_requests: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        """Everything that makes the page broken for a reader, one line each."""
+        return (
+            [f"console error: {m}" for m in self.console_errors]
+            + [f"uncaught exception: {m}" for m in self.page_errors]
+            + [f"failed request: {m}" for m in self.failed_requests]
+            + [f"request outside the site (refused): {m}" for m in self.external_requests]
+        )
+
+
+def same_origin(url: str, base_url: str) -> bool:
+    a, b = urlsplit(url), urlsplit(base_url)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
+def open_page(context: BrowserContext, base_url: str, nav: NavPage) -> Visit:
+    """Open ``nav`` in a new tab, wait until it has settled, and return the record."""
+    page = context.new_page()
+    visit = Visit(nav=nav, url=base_url + nav.url, page=page)
+
+    def guard(route: Route) -> None:
+        url = route.request.url
+        if url.startswith(("http:", "https:")) and not same_origin(url, base_url):
+            visit.external_requests.append(url)
+            route.abort("blockedbyclient")
+        else:
+            route.continue_()
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            location = message.location.get("url", "")
+            visit.console_errors.append(
+                f"{message.text} ({location})" if location else message.text
+            )
+
+    def on_failed(request: Request) -> None:
+        if same_origin(request.url, base_url):
+            visit.failed_requests.append(f"{request.url}: {request.failure}")
+
+    def on_finished(request: Request) -> None:
+        response = request.response()
+        if response is not None and response.status >= 400 and same_origin(request.url, base_url):
+            visit.failed_requests.append(f"{request.url}: HTTP {response.status}")
+
+    page.route("**/*", guard)
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: visit.page_errors.append(str(error)))
+    page.on("requestfailed", on_failed)
+    page.on("requestfinished", on_finished)
+
+    response = page.goto(visit.url, wait_until="load")
+    if response is None or response.status != 200:
+        visit.failed_requests.append(f"{visit.url}: {response.status if response else 'none'}")
+    page.wait_for_load_state("networkidle")
+    settle_mermaid(page)
+    return visit
+
+
+def settle_mermaid(page: Page, timeout_ms: float = 10_000) -> bool:
+    """Wait until every diagram is rendered; False if one is still source after the wait."""
+    try:
+        page.wait_for_function(MERMAID_SETTLED, timeout=timeout_ms)
+    except PlaywrightTimeout:  # the Mermaid test then says which diagram failed
+        return False
+    return True
+
+
+def screenshot_path(kind: str, nav: NavPage) -> Path:
+    path = SCREENSHOTS / kind / f"{nav.slug}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class _Ids(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value is not None and (name == "id" or (tag == "a" and name == "name")):
+                self.ids.add(value)
+
+
+def html_ids(text: str) -> set[str]:
+    """Every fragment target in an HTML document (``id`` attributes, ``<a name>``)."""
+    parser = _Ids()
+    parser.feed(text)
+    return parser.ids
+
+
+@dataclass(frozen=True)
+class Fetched:
+    status: int
+    content_type: str
+    ids: frozenset[str]
+
+
+@functools.cache
+def fetch(url: str) -> Fetched:
+    """GET a URL of the local site once (cached): its status and, for HTML, its anchors."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            content_type = response.headers.get_content_type()
+            body = response.read().decode("utf-8", "replace")
+            ids = html_ids(body) if content_type == "text/html" else set()
+            return Fetched(response.status, content_type, frozenset(ids))
+    except urllib.error.HTTPError as error:
+        return Fetched(error.code, "", frozenset())
+
+
+def broken_internal_links(
+    hrefs: list[str], base_url: str, live_ids: set[str], here: str
+) -> list[str]:
+    """The same-site links among ``hrefs`` whose page or anchor does not exist."""
+    broken = []
+    for href in sorted(set(hrefs)):
+        if not same_origin(href, base_url):
+            continue
+        target, fragment = urldefrag(href)
+        fetched = fetch(target)
+        if fetched.status != 200:
+            broken.append(f"{href}: HTTP {fetched.status}")
+            continue
+        if not fragment or fetched.content_type != "text/html":
+            continue
+        ids = fetched.ids | (live_ids if target == here else set())
+        if unquote(fragment) not in ids:
+            broken.append(f"{href}: no element with id {unquote(fragment)!r} on {target}")
+    return broken
+
+
+def first_number(text: str) -> float | None:
+    """The first number in a displayed value: ``"1,234.5 ms"`` -> ``1234.5``.
+
+    A typographic minus (U+2212) counts as a sign; thousands separators are dropped.
+    """
+    cleaned = text.replace("\u2212", "-")
+    for separator in (",", "\u202f", "\u00a0", "\u2009"):
+        cleaned = cleaned.replace(separator, "")
+    match = re.search(r"-?\d+(?:\.\d+)?", cleaned)
+    return float(match.group()) if match else None
+
+
+def pdf_page_count(pdf: bytes) -> int:
+    """Pages in a PDF as Chromium writes it (one ``/Type /Page`` object per page)."""
+    return len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", pdf))

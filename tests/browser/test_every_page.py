@@ -1,0 +1,105 @@
+"""Every page of the nav, opened in Chromium as a reader opens it.
+
+Pages come from ``mkdocs.yml`` (tests/browser/nav.py), so a page added to the nav is
+covered without a change here. Each page is also saved as a full-page screenshot under
+``artifacts/screenshots/{desktop,phone}/``, which CI keeps as an artifact.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import Screen
+from tests.browser.harness import broken_internal_links, screenshot_path
+from tests.browser.nav import NavPage, nav_pages
+
+pytestmark = pytest.mark.browser
+
+PAGES = nav_pages()
+
+
+@pytest.mark.parametrize("nav", PAGES, ids=str)
+def test_page_loads_without_errors_and_needs_nothing_outside_the_site(
+    nav: NavPage, desktop: Screen
+) -> None:
+    visit = desktop.visit(nav)
+    visit.page.screenshot(path=screenshot_path("desktop", nav), full_page=True)
+    assert visit.page.title(), f"{nav.src} has no title"
+    problems = visit.problems()
+    assert not problems, f"{visit.url} ({nav.src}):\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("nav", PAGES, ids=str)
+def test_every_internal_link_and_anchor_on_the_page_resolves(nav: NavPage, desktop: Screen) -> None:
+    visit = desktop.visit(nav)
+    hrefs: list[str] = visit.page.eval_on_selector_all("a[href]", "as => as.map(a => a.href)")
+    live_ids: list[str] = visit.page.eval_on_selector_all(
+        "[id], a[name]", "es => es.flatMap(e => [e.id, e.getAttribute('name')]).filter(Boolean)"
+    )
+    internal = [h for h in hrefs if h.startswith(desktop.base_url)]
+    assert internal, f"{nav.src}: no link to the rest of the site (is the nav rendered?)"
+    broken = broken_internal_links(hrefs, desktop.base_url, set(live_ids), here=visit.url)
+    assert not broken, f"{visit.url} ({nav.src}) links to:\n  " + "\n  ".join(broken)
+
+
+# Elements allowed to be wider than a phone screen, because they scroll sideways inside
+# their own box: code blocks, tables (Material wraps them in a scrolling box), notebook
+# outputs, and the strip of content-tab labels.
+SCROLLS_INSIDE = ", ".join(
+    [
+        "pre",
+        ".highlight",
+        "table",
+        ".md-typeset__scrollwrap",
+        ".jp-OutputArea-output",
+        ".tabbed-labels",
+    ]
+)
+
+SIDEWAYS_OVERFLOW = """
+(allowed) => {
+  const width = document.documentElement.clientWidth;
+  const describe = (el) => {
+    const id = el.id ? "#" + el.id : "";
+    const cls = typeof el.className === "string" && el.className
+      ? "." + el.className.trim().split(/\\s+/).join(".") : "";
+    const text = (el.textContent || "").trim().replace(/\\s+/g, " ").slice(0, 60);
+    const box = el.getBoundingClientRect();
+    return `<${el.tagName.toLowerCase()}${id}${cls}> spans ${Math.round(box.left)}..` +
+      `${Math.round(box.right)} px: "${text}"`;
+  };
+  const offenders = [];
+  for (const el of document.querySelectorAll(".md-content *")) {
+    if (el.closest(allowed)) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0) continue;
+    if (box.right > width + 1 || box.left < -1) {
+      // Report the outermost element only: its children overflow because it does.
+      const parent = el.parentElement;
+      const pbox = parent ? parent.getBoundingClientRect() : null;
+      if (pbox && (pbox.right > width + 1 || pbox.left < -1)) continue;
+      offenders.push(describe(el));
+    }
+  }
+  return {
+    viewport: width,
+    scrollWidth: document.documentElement.scrollWidth,
+    offenders: offenders.slice(0, 15),
+  };
+}
+"""
+
+
+@pytest.mark.parametrize("nav", PAGES, ids=str)
+def test_page_reads_on_a_phone_without_sideways_scrolling(nav: NavPage, phone: Screen) -> None:
+    visit = phone.visit(nav)
+    visit.page.screenshot(path=screenshot_path("phone", nav), full_page=True)
+    layout = visit.page.evaluate(SIDEWAYS_OVERFLOW, SCROLLS_INSIDE)
+    assert layout["scrollWidth"] <= layout["viewport"], (
+        f"{nav.src}: the page is {layout['scrollWidth']} px wide on a "
+        f"{layout['viewport']} px screen: {layout['offenders']}"
+    )
+    assert not layout["offenders"], (
+        f"{nav.src}: wider than the {layout['viewport']} px screen outside code blocks "
+        "and tables:\n  " + "\n  ".join(layout["offenders"])
+    )
