@@ -88,7 +88,11 @@
     widget.classList.toggle("lg-calc--invalid", error !== null);
     if (error !== null) {
       out("verdict").textContent = error;
-      ["validity", "majority", "margin"].forEach(function (n) { out(n).textContent = "–"; });
+      ["validity", "majority", "margin"].forEach(function (n) {
+        out(n).textContent = "–";
+        delete out(n).dataset.value;
+      });
+      delete out("verdict").dataset.value;
       return;
     }
     var v = judge(ttl, elapsed, votes, nodes, factor);
@@ -107,6 +111,11 @@
       verdict = "Not acquired: a majority said yes, but no validity is left. Release on every node at once.";
     }
     out("verdict").textContent = verdict;
+    // Exact values for readers' tools and the browser test (the text above is rounded).
+    out("validity").dataset.value = String(v.validityMs);
+    out("margin").dataset.value = String(v.driftMs);
+    out("majority").dataset.value = v.majority ? "yes" : "no";
+    out("verdict").dataset.value = v.acquired ? "yes" : "no";
     widget.classList.toggle("lg-calc--acquired", v.acquired);
   }
 
