@@ -213,16 +213,20 @@ class World:
         return raw.decode() if isinstance(raw, bytes) else raw
 
 
+class RecordingMachine(RuleBasedStateMachine):
+    """A state machine that remembers the World of its latest run."""
+
+    last: ClassVar[World | None] = None
+
+
 def machine_for(
     r: redis.Redis, *, fenced: bool, store: Literal["redis", "sqlite"] = "redis"
-) -> type[RuleBasedStateMachine]:
+) -> type[RecordingMachine]:
     """A state machine class whose every run is a fresh World on ``r``."""
 
     picks = st.integers(0, CLIENTS - 1)
 
-    class Schedule(RuleBasedStateMachine):
-        last: ClassVar[World | None] = None
-
+    class Schedule(RecordingMachine):
         def __init__(self) -> None:
             super().__init__()
             self.world = World(r, fenced=fenced, store=store)
