@@ -324,3 +324,20 @@ def test_the_store_refuses_a_non_client_and_a_non_fenced_lock(r: redis.Redis) ->
         FencedStore("redis://127.0.0.1", DATA)  # type: ignore[arg-type]
     with pytest.raises(BadArgumentType, match="FencedLock"):
         FencedStore(r, DATA, lock=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("page", "script"),
+    [
+        ("fencing.md", "fenced_acquire.lua"),
+        ("fencing.md", "fenced_write.lua"),
+        ("optimistic.md", "cas_version.lua"),
+    ],
+)
+def test_the_pages_show_the_scripts_the_library_runs(page: str, script: str) -> None:
+    """The Lua on the site is the library's file, included verbatim (the strict
+    build fails if the included path is missing)."""
+    from tests.test_docs import DOCS
+
+    text = (DOCS / "correct" / page).read_text("utf-8")
+    assert f'--8<-- "src/lockguide/scripts/{script}"' in text
