@@ -60,7 +60,7 @@ EXAMPLES = 60
 STEPS = 20
 #: The search without fencing stops at its first violation; shorter schedules
 #: make the counterexample quick to shrink to its essential five steps.
-SEARCH_EXAMPLES = 1000
+SEARCH_EXAMPLES = 2000
 SEARCH_STEPS = 12
 
 _runs = itertools.count()
@@ -322,8 +322,10 @@ def test_without_fencing_the_same_checker_finds_a_lost_update(
     r: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = machine_for(r, fenced=False)
+    first_run = next(_runs)
     with pytest.raises(LostUpdate):
         run_state_machine_as_test(machine, settings=SEARCH_SETTINGS)
+    schedules_tried = next(_runs) - first_run - 1
     capsys.readouterr()  # hypothesis's own report of the falsifying steps
     assert machine.last is not None  # the last run is the one that failed
     steps = trimmed(r, machine.last.steps)
@@ -331,7 +333,10 @@ def test_without_fencing_the_same_checker_finds_a_lost_update(
     with pytest.raises(LostUpdate):
         unfenced.play(steps)
     fenced.play(steps)  # the same steps with fencing: no violation
-    print("\nwithout fencing, hypothesis found: " + "; ".join(unfenced.trace))
+    print(
+        f"\nwithout fencing, hypothesis found (after {schedules_tried} schedules): "
+        + "; ".join(unfenced.trace)
+    )
     print("the same steps with fencing: " + "; ".join(fenced.trace))
     # The counterexample is the guide's story: a holder pauses past its lease,
     # another client acquires and writes, and the first one writes too.
