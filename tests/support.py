@@ -107,3 +107,83 @@ def real_backend(executor: RedisExecutor) -> Backend:
 
 
 BackendFactory = Callable[[], Backend]
+
+
+# -- PostgreSQL, for the SQL fenced store ---------------------------------------------
+
+REQUIRE_POSTGRES_ENV = "LOCKGUIDE_REQUIRE_POSTGRES"
+
+
+def pg_ctl_executable() -> str:
+    """Path of ``pg_ctl``; skips (or fails under CI's requirement) when absent.
+
+    Debian's ``postgresql`` package keeps it in ``/usr/lib/postgresql/NN/bin``,
+    which is not on PATH, so that is searched too (newest version first).
+    """
+    found = shutil.which("pg_ctl")
+    if found is None:
+        versions = sorted(
+            Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+            key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0,
+            reverse=True,
+        )
+        found = str(versions[0]) if versions else None
+    if found is not None:
+        return found
+    reason = (
+        "pg_ctl is not installed, so the PostgreSQL tests of the SQL fenced store cannot "
+        "run (install it with: apt-get install postgresql)"
+    )
+    if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
+        pytest.fail(f"{REQUIRE_POSTGRES_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def start_postgres() -> tuple[Any, Path]:
+    """Start a throw-away PostgreSQL cluster on a free loopback port.
+
+    Uses pytest-postgresql's ``PostgreSQLExecutor`` (``initdb`` + ``pg_ctl``,
+    trust authentication, user ``postgres``). PostgreSQL refuses to run as
+    root, and CI runs as root: then every ``pg_ctl`` call goes through a small
+    wrapper that runs it as the ``postgres`` system user (created by the Debian
+    package), in a directory that user owns. Returns the executor and that
+    directory (remove it after ``stop()``).
+    """
+    import pwd
+    import shlex
+    import tempfile
+
+    from pytest_postgresql.executors import PostgreSQLExecutor
+
+    executable = pg_ctl_executable()
+    base = Path(tempfile.mkdtemp(prefix="lockguide-pg-"))
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail(
+                "running as root needs the 'postgres' system user (apt-get install postgresql)"
+            )
+        os.chown(base, owner.pw_uid, owner.pw_gid)
+        wrapper = base / "pg_ctl-as-postgres"
+        wrapper.write_text(
+            f'#!/bin/sh\nexec runuser -u postgres -- {shlex.quote(executable)} "$@"\n', "utf-8"
+        )
+        wrapper.chmod(0o755)
+        executable = str(wrapper)
+    port = port_for.get_port(None)
+    assert port is not None, "no free loopback port"
+    executor = PostgreSQLExecutor(
+        executable=executable,
+        host=LOOPBACK,
+        port=port,
+        datadir=str(base / "data"),
+        unixsocketdir=str(base),
+        logfile=str(base / "postgresql.log"),
+        startparams="-w",
+        dbname="postgres",
+        user="postgres",
+        timeout=60,
+    )
+    executor.start()
+    return executor, base

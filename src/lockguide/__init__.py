@@ -13,21 +13,39 @@ from lockguide.errors import (
     LockLost,
     NotAcquired,
     NotOwned,
+    RenewalFailed,
+    StaleToken,
+    VersionConflict,
 )
+from lockguide.fencing import FencedLock, FencedStore, SqlFencedStore, Stored, WriteResult
 from lockguide.lock import Lock
+from lockguide.renewal import Watchdog
 from lockguide.tokens import new_lock_value
 from lockguide.validity import Verdict, drift_ms, judge, quorum, validity_ms
+from lockguide.versioned import CasResult, Versioned, VersionedValue
 
 __all__ = [
     "AlreadyAcquired",
     "BadArgument",
     "BadArgumentType",
+    "CasResult",
+    "FencedLock",
+    "FencedStore",
     "Lock",
     "LockError",
     "LockLost",
     "NotAcquired",
     "NotOwned",
+    "RenewalFailed",
+    "SqlFencedStore",
+    "StaleToken",
+    "Stored",
     "Verdict",
+    "VersionConflict",
+    "Versioned",
+    "VersionedValue",
+    "Watchdog",
+    "WriteResult",
     "drift_ms",
     "judge",
     "new_lock_value",

@@ -91,3 +91,62 @@ class AlreadyAcquired(LockError):
             f"this Lock object already holds {key!r}; locks are not re-entrant. "
             "Release it first, or create a separate Lock for a separate holder."
         )
+
+
+class StaleToken(LockError):
+    """A fenced resource refused a write because its fencing token is stale.
+
+    The resource has already accepted a write with a token at least as high as
+    this one, so a newer holder of the lock exists (this holder's lease expired,
+    perhaps during a pause it never noticed). Nothing was written. Stop: do not
+    retry with the same token; acquire the lock again for a fresh one if the
+    work still needs doing.
+    """
+
+    def __init__(self, resource: str, token: int, highest: int) -> None:
+        self.resource = resource
+        self.token = token
+        self.highest = highest
+        super().__init__(
+            f"write to {resource!r} with fencing token {token} refused: it has already "
+            f"accepted token {highest}. A newer lock holder exists; this write must not "
+            "happen. Acquire the lock again for a fresh token if the work is still needed."
+        )
+
+
+class VersionConflict(LockError):
+    """An optimistic update gave up: the version kept changing under it.
+
+    Every attempt read the value, computed a new one, and found at write time
+    that somebody else had written in between. Nothing was written by the last
+    attempt. Retry later, allow more retries, or reduce contention on the key.
+    """
+
+    def __init__(self, key: str, attempts: int) -> None:
+        self.key = key
+        self.attempts = attempts
+        super().__init__(
+            f"update of {key!r} gave up after {attempts} attempt(s): another writer "
+            "changed the version each time. Nothing was written by the last attempt; "
+            "retry later or allow more retries."
+        )
+
+
+class RenewalFailed(LockLost):
+    """The watchdog could not renew the lease, so the lock may belong to someone else.
+
+    The key was gone or held another value when the watchdog tried to extend
+    it, or Redis could not be reached before the lease ran out. The watchdog
+    stopped renewing (it never renews a lock it no longer owns). Do not write
+    to the protected resource: another holder may be working on it.
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        LockError.__init__(
+            self,
+            f"lease on {key!r} was not renewed: {reason}. The lock may be held by "
+            "someone else now; do not write to the resource, and treat work done "
+            "since the last successful renewal as suspect.",
+        )

@@ -1,0 +1,467 @@
+"""Fencing tokens: the lock hands out a number, and the resource checks it.
+
+The story this module is written against, in order:
+
+1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws
+   fencing token 1 from a counter that only ever goes up.
+2. A pauses (a garbage-collection pause, a stalled VM, a page fault) for
+   longer than its lease. The key expires. A does not know.
+3. Client B acquires the lock and draws token 2. B writes to the resource with
+   token 2; the resource remembers that 2 is the highest token it has accepted.
+4. A wakes up, still believing it holds the lock, and writes with token 1.
+   The resource compares 1 with 2 and **refuses** the write.
+
+Steps 1-3 are the lock's job; step 4 is the resource's, and no lock can do it
+for the resource: the paused client does not know it is stale, so only the
+party that receives the write can tell. Hence two halves here:
+
+* :class:`FencedLock` issues the token atomically with the lock (one Lua
+  script, one round trip): nobody can get a token without the lock, or the lock
+  without a token, and tokens strictly increase per lock key.
+* :class:`FencedStore` (a Redis hash, checked by a Lua script) and
+  :class:`SqlFencedStore` (a table updated with ``WHERE fence_token < :token``)
+  accept a write only if its token is greater than every token they have
+  accepted, atomically with the write, and report a refusal as such.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+import redis
+from redis.exceptions import RedisError
+
+from lockguide import _validate
+from lockguide._scripts import RELEASE, LuaScript
+from lockguide.errors import (
+    BadArgument,
+    BadArgumentType,
+    LockLost,
+    NotAcquired,
+    NotOwned,
+    StaleToken,
+)
+from lockguide.lock import Lock
+
+__all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored", "WriteResult"]
+
+FENCED_ACQUIRE = LuaScript("fenced_acquire.lua")
+FENCED_WRITE = LuaScript("fenced_write.lua")
+
+#: The largest token a store accepts. Lua compares numbers as doubles, which
+#: are exact integers only up to 2**53; a counter will not get there in practice.
+MAX_TOKEN = 2**53
+
+
+def check_token(token: object) -> int:
+    """A fencing token: an ``int`` from 1 to :data:`MAX_TOKEN` (``bool`` is refused)."""
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise BadArgumentType(
+            f"token must be an int (the number FencedLock.token gave you), not {token!r}"
+        )
+    if token < 1:
+        raise BadArgument(
+            f"token must be >= 1, got {token}: fencing tokens start at 1 and only go up, "
+            "so a token below 1 was never issued by a lock"
+        )
+    if token > MAX_TOKEN:
+        raise BadArgument(f"token must be <= 2**53 ({MAX_TOKEN}), got {token}")
+    return token
+
+
+def _check_value(value: object) -> str:
+    if not isinstance(value, str):
+        raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
+    return value
+
+
+class FencedLock(Lock):
+    """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
+
+    Acquiring runs one Lua script that does ``SET key value NX PX ttl`` and, only
+    if that succeeded, ``INCR`` on a counter key, returning the new count. So the
+    token is issued atomically with the lock, in the same round trip, and each
+    successful acquisition of the same key gets a larger token than the last.
+
+    Pass :attr:`token` with every write to a resource that checks it
+    (:class:`FencedStore`, :class:`SqlFencedStore`, or your own). Release and
+    extend work exactly as for :class:`~lockguide.Lock`; extending keeps the token,
+    because it is the same acquisition.
+
+    Args:
+        client: a connected ``redis.Redis``.
+        key: the lock key, e.g. ``"lock:ledger"``.
+        ttl_ms: the lease, a positive ``int`` of milliseconds.
+        counter_key: where the token counter lives; defaults to ``key + ":fence"``.
+            It never expires. On Redis Cluster give the lock key a hash tag
+            (``"{ledger}:lock"``) so both keys share a slot.
+        timeout_ms: how long :meth:`acquire` keeps trying by default.
+        retry_delay_ms: range of the random pause between attempts.
+
+    The counter is only as durable as the Redis instance it lives on: if it is
+    lost (a failover to a replica that had not received it, a restart without
+    persistence), new tokens restart low and a fenced resource refuses them all
+    until they pass the highest it has seen. That fails safe (writes refused),
+    not silently (writes accepted out of order).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        ttl_ms: int,
+        *,
+        counter_key: str | None = None,
+        timeout_ms: float | None = None,
+        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
+    ) -> None:
+        super().__init__(client, key, ttl_ms, timeout_ms=timeout_ms, retry_delay_ms=retry_delay_ms)
+        if counter_key is None:
+            counter_key = key + ":fence"
+        self._counter_key = _validate.check_key(counter_key)
+        if self._counter_key == self._key:
+            raise BadArgument(
+                f"counter_key must differ from the lock key {key!r}: the lock's SET would "
+                "overwrite the token counter"
+            )
+        self._token: int | None = None
+
+    @property
+    def counter_key(self) -> str:
+        """The Redis key holding this lock's token counter."""
+        return self._counter_key
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the current acquisition.
+
+        Raises:
+            NotOwned: this object does not hold the lock (never acquired,
+                released, or found lost by :meth:`extend`).
+        """
+        if self._token is None or self.value is None:
+            raise NotOwned(self._key, "read the fencing token of")
+        return self._token
+
+    def release(self) -> None:
+        """Release as :meth:`Lock.release` does; the token is forgotten either way."""
+        self._token = None
+        super().release()
+
+    def extend(self, ttl_ms: int | None = None) -> None:
+        """Extend as :meth:`Lock.extend` does; the token stays the same."""
+        try:
+            super().extend(ttl_ms)
+        except LockLost:
+            self._token = None
+            raise
+
+    def __enter__(self) -> FencedLock:
+        if not self.acquire():
+            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+            raise NotAcquired(self._key, waited)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = f"held, token {self._token}" if self.held else "not held"
+        return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
+
+    def _try_set(self, value: str) -> bool:
+        try:
+            token = int(
+                FENCED_ACQUIRE(self._client, (self._key, self._counter_key), (value, self._ttl_ms))
+            )
+        except RedisError:
+            # As for Lock: the reply may be lost after the script ran. Remove our
+            # value if it is there; the token it drew is simply never used.
+            with contextlib.suppress(RedisError):
+                RELEASE(self._client, (self._key,), (value,))
+            raise
+        if token == 0:
+            return False
+        self._token = token
+        return True
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a fenced resource did with one write.
+
+    Attributes:
+        accepted: whether the value was stored.
+        token: the token the write carried.
+        highest: the highest token the resource has accepted, after this write
+            (equal to ``token`` when accepted; the token that beat it when not).
+    """
+
+    accepted: bool
+    token: int
+    highest: int
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A fenced resource's current state: the value and the token that wrote it.
+
+    ``value`` is ``None`` and ``token`` is ``0`` before the first accepted write.
+    """
+
+    value: str | None
+    token: int
+
+
+class FencedStore:
+    """A value in a Redis hash that only accepts writes with a newer fencing token.
+
+    The hash holds two fields, ``value`` and ``token`` (the highest accepted).
+    A Lua script compares the write's token with ``token`` and writes both
+    fields only if the new token is greater, all in one atomic step.
+
+    Args:
+        client: a connected ``redis.Redis`` (it may be a different server from
+            the lock's).
+        key: the hash's key, e.g. ``"ledger:balance"``.
+        lock: the :class:`FencedLock` whose tokens this store will check, when
+            both live on the same Redis. Its keys are compared with ``key`` so
+            the lock and the data cannot overwrite each other.
+    """
+
+    def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
+        self._client = _validate.check_client(client)
+        self._key = _validate.check_key(key)
+        if lock is not None:
+            if not isinstance(lock, FencedLock):
+                raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
+            if key in (lock.key, lock.counter_key):
+                raise BadArgument(
+                    f"store key {key!r} collides with the lock's keys ({lock.key!r}, "
+                    f"{lock.counter_key!r}): the lock would overwrite the data, or the data "
+                    "the lock. Give the resource its own key, e.g. 'ledger:balance'."
+                )
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the hash."""
+        return self._key
+
+    def try_write(self, token: int, value: str) -> WriteResult:
+        """Store ``value`` if ``token`` beats every token accepted so far.
+
+        Returns a :class:`WriteResult` whose ``accepted`` says what happened;
+        use :meth:`write` to get an exception instead.
+        """
+        token = check_token(token)
+        value = _check_value(value)
+        accepted, highest = FENCED_WRITE(self._client, (self._key,), (token, value))
+        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+
+    def write(self, token: int, value: str) -> WriteResult:
+        """Store ``value`` if ``token`` beats every token accepted so far.
+
+        Raises:
+            StaleToken: a write with a token at least as high was already
+                accepted; nothing was written.
+        """
+        result = self.try_write(token, value)
+        if not result.accepted:
+            raise StaleToken(self._key, token, result.highest)
+        return result
+
+    def read(self) -> Stored:
+        """The current value and the highest token accepted."""
+        raw_value, raw_token = self._client.hmget(self._key, ["value", "token"])
+        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
+        return Stored(value=value, token=int(raw_token or 0))
+
+
+class Connection(Protocol):
+    """The part of a DB-API 2.0 connection that :class:`SqlFencedStore` uses."""
+
+    def cursor(self) -> Any: ...  # pragma: no cover - protocol
+    def commit(self) -> None: ...  # pragma: no cover - protocol
+    def rollback(self) -> None: ...  # pragma: no cover - protocol
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+Paramstyle = Literal["named", "pyformat"]
+
+
+class SqlFencedStore:
+    """A row in a SQL table that only accepts writes with a newer fencing token.
+
+    The table (created by :meth:`setup`) has one row per resource::
+
+        CREATE TABLE fenced_resource (
+            name        TEXT PRIMARY KEY,
+            value       TEXT,
+            fence_token BIGINT NOT NULL
+        )
+
+    and a write is one conditional statement, so the check and the write are
+    one atomic step in the database::
+
+        UPDATE fenced_resource SET value = :value, fence_token = :token
+         WHERE name = :name AND fence_token < :token
+
+    One row changed means accepted; none means a token at least as high was
+    already there. In PostgreSQL, a concurrent ``UPDATE`` of the same row waits
+    for the first to commit and then re-checks the ``WHERE`` against the new row,
+    so two writers cannot both pass it.
+
+    Args:
+        connection: a DB-API connection: ``sqlite3`` (the embedded default) or
+            ``psycopg`` (PostgreSQL). Each write is committed on it.
+        name: the resource's name (the row's key).
+        table: the table's name (letters, digits and ``_``).
+        paramstyle: ``"named"`` (``:token``, sqlite3) or ``"pyformat"``
+            (``%(token)s``, psycopg); detected for those two drivers.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        name: str,
+        *,
+        table: str = "fenced_resource",
+        paramstyle: Paramstyle | None = None,
+    ) -> None:
+        if not all(hasattr(connection, m) for m in ("cursor", "commit", "rollback")):
+            raise BadArgumentType(
+                f"connection must be a DB-API connection (sqlite3, psycopg), not "
+                f"{type(connection).__name__}"
+            )
+        self._connection = connection
+        self._name = _validate.check_key(name)
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise BadArgument(
+                f"table must be a plain SQL identifier (letters, digits, _), got {table!r}"
+            )
+        self._table = table
+        if paramstyle is None:
+            paramstyle = self._detect_paramstyle(connection)
+        if paramstyle not in ("named", "pyformat"):
+            raise BadArgument(f"paramstyle must be 'named' or 'pyformat', got {paramstyle!r}")
+        self._paramstyle: Paramstyle = paramstyle
+
+    @property
+    def name(self) -> str:
+        """The resource's row name."""
+        return self._name
+
+    def setup(self) -> None:
+        """Create the table if it is missing, and this resource's row (token 0)."""
+        self._run(
+            f"CREATE TABLE IF NOT EXISTS {self._table} ("
+            " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)",
+            {},
+        )
+        self._run(
+            f"INSERT INTO {self._table} (name, value, fence_token) VALUES (:name, NULL, 0)"
+            " ON CONFLICT (name) DO NOTHING",
+            {"name": self._name},
+        )
+        self._connection.commit()
+
+    def try_write(self, token: int, value: str) -> WriteResult:
+        """Store ``value`` if ``token`` beats every token accepted so far; commit.
+
+        Returns a :class:`WriteResult`; use :meth:`write` for an exception instead.
+        """
+        token = check_token(token)
+        value = _check_value(value)
+        try:
+            changed = self._run(
+                f"UPDATE {self._table} SET value = :value, fence_token = :token"
+                " WHERE name = :name AND fence_token < :token",
+                {"name": self._name, "value": value, "token": token},
+            )
+            highest = token if changed == 1 else self._highest()
+            self._connection.commit()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._connection.rollback()
+            raise
+        return WriteResult(accepted=changed == 1, token=token, highest=highest)
+
+    def write(self, token: int, value: str) -> WriteResult:
+        """Store ``value`` if ``token`` beats every token accepted so far; commit.
+
+        Raises:
+            StaleToken: a write with a token at least as high was already
+                accepted; nothing was written.
+        """
+        result = self.try_write(token, value)
+        if not result.accepted:
+            raise StaleToken(self._name, token, result.highest)
+        return result
+
+    def read(self) -> Stored:
+        """The current value and the highest token accepted."""
+        rows = self._select()
+        self._connection.commit()
+        if not rows:
+            raise self._missing_row()
+        value, fence_token = rows[0]
+        return Stored(value=value, token=int(fence_token))
+
+    # -- internals ---------------------------------------------------------------
+
+    def _highest(self) -> int:
+        rows = self._select()
+        if not rows:
+            raise self._missing_row()
+        return int(rows[0][1])
+
+    def _select(self) -> list[Any]:
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute(
+                self._sql(f"SELECT value, fence_token FROM {self._table} WHERE name = :name"),
+                {"name": self._name},
+            )
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+
+    def _run(self, sql: str, params: dict[str, object]) -> int:
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute(self._sql(sql), params)
+            return int(cursor.rowcount)
+        finally:
+            cursor.close()
+
+    def _sql(self, sql: str) -> str:
+        if self._paramstyle == "named":
+            return sql
+        return re.sub(r":([a-z_]+)", r"%(\1)s", sql)
+
+    def _missing_row(self) -> BadArgument:
+        return BadArgument(
+            f"no row named {self._name!r} in table {self._table}: call setup() once first"
+        )
+
+    @staticmethod
+    def _detect_paramstyle(connection: object) -> Paramstyle:
+        if isinstance(connection, sqlite3.Connection):
+            return "named"
+        if type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2"):
+            return "pyformat"
+        raise BadArgument(
+            f"cannot tell the parameter style of a {type(connection).__name__} connection: "
+            "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
+        )

@@ -1,0 +1,258 @@
+"""A watchdog that keeps a held lease alive, and says so when it cannot.
+
+The story this module is written against, in order:
+
+1. Client A holds ``lock:report`` with a 30 s lease, and the report usually
+   takes 10 s. On a bad day it takes 40 s.
+2. A watchdog thread in A's process extends the lease every 10 s (a third of
+   the TTL) with compare-and-pexpire: it resets the TTL only while the key
+   still holds A's value. The slow day no longer overlaps anybody.
+3. One day A loses the key anyway: Redis fails over to a replica that never
+   saw it, or an operator deletes it, and B acquires the lock. The watchdog's
+   next extension finds B's value and is refused. It must not try to take the
+   lock back, and it must not keep quiet: it raises a flag that A checks before
+   each write, and A's release raises :class:`~lockguide.RenewalFailed`.
+4. And one day A's whole process stops for 40 s (a stop-the-world garbage
+   collection, a stalled VM). The watchdog is a thread in that process: it stops
+   too. The lease expires, B acquires, and when A resumes it may write before its
+   watchdog has even run. **Renewal cannot fix a pause**; only a fencing token
+   checked by the resource can refuse A's late write.
+
+So the watchdog is for work that is sometimes slower than the TTL, not for
+pauses, and it is bounded: after ``max_renewals`` extensions it stops, and the
+lease runs out as if there were no watchdog.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+
+from redis.exceptions import RedisError
+
+from lockguide import _validate
+from lockguide.errors import (
+    BadArgument,
+    BadArgumentType,
+    LockError,
+    LockLost,
+    NotOwned,
+    RenewalFailed,
+)
+from lockguide.lock import Lock
+
+__all__ = ["Watchdog"]
+
+
+class Watchdog:
+    """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
+
+    Every ``every_ms`` the thread extends the lease by the lock's TTL with
+    compare-and-pexpire. It stops when the lock is released through it, when a
+    renewal finds the key gone or someone else's, or after ``max_renewals``
+    renewals. A failure is never silent: :attr:`lost` becomes true,
+    :attr:`lost_event` is set, :meth:`check` raises, and :meth:`release` raises
+    :class:`~lockguide.RenewalFailed`.
+
+    Args:
+        lock: the lock to keep alive. ``with Watchdog(lock):`` acquires it if
+            it is not held yet; :meth:`start` requires it to be held.
+        every_ms: time between renewals; defaults to a third of the TTL, so a
+            single slow or failed renewal still leaves time for another. Must
+            be below the TTL.
+        max_renewals: the most renewals this watchdog will ever make. It bounds
+            how long a stuck holder can keep everybody else out:
+            roughly ``every_ms * max_renewals + ttl_ms``.
+
+    Example::
+
+        lock = FencedLock(r, "lock:report", ttl_ms=30_000)
+        with Watchdog(lock, max_renewals=20) as dog:
+            for part in parts:
+                build(part)
+                dog.check()  # raises RenewalFailed once the lease is lost
+                store.write(lock.token, part)  # and the resource still fences
+    """
+
+    def __init__(
+        self, lock: Lock, *, every_ms: float | None = None, max_renewals: int = 10
+    ) -> None:
+        if not isinstance(lock, Lock):
+            raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
+        self._lock = lock
+        if every_ms is None:
+            every_ms = lock.ttl_ms / 3
+        interval = _validate.check_duration_ms(every_ms, "every_ms")
+        assert interval is not None
+        if not 0 < interval < lock.ttl_ms:
+            raise BadArgument(
+                f"every_ms must be > 0 and below the TTL ({lock.ttl_ms} ms), got {every_ms!r}: "
+                "a renewal after the lease has run out comes too late"
+            )
+        self._every_s = interval / 1000.0
+        if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
+            raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
+        if max_renewals < 0:
+            raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
+        self._max_renewals = max_renewals
+        self._renewals = 0
+        self._stop = threading.Event()
+        self._lost = threading.Event()
+        self._error: RenewalFailed | None = None
+        self._mutex = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    # -- what the holder checks ---------------------------------------------------
+
+    @property
+    def lost(self) -> bool:
+        """Whether the watchdog found the lease lost (or could not renew it in time)."""
+        return self._lost.is_set()
+
+    @property
+    def lost_event(self) -> threading.Event:
+        """Set when the lease is lost; wait on it to be woken by the failure."""
+        return self._lost
+
+    @property
+    def error(self) -> RenewalFailed | None:
+        """The failure, once there is one."""
+        return self._error
+
+    @property
+    def renewals(self) -> int:
+        """How many renewals have succeeded so far."""
+        return self._renewals
+
+    @property
+    def running(self) -> bool:
+        """Whether the renewal thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def check(self) -> None:
+        """Raise if the holder must not write now; call it before each write.
+
+        Raises:
+            RenewalFailed: a renewal failed, or the lease has run out (for
+                example after ``max_renewals``, or because this whole process
+                was paused and the watchdog with it).
+        """
+        if self._error is not None:
+            raise self._error
+        if self._lock.validity_remaining_ms() <= 0:
+            raise RenewalFailed(
+                self._lock.key,
+                "the lease has run out on this process's clock (the renewal bound was "
+                "reached, or the process was paused and the watchdog with it)",
+            )
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start renewing the held lock.
+
+        Raises:
+            NotOwned: the lock is not held.
+        """
+        if not self._lock.held:
+            raise NotOwned(self._lock.key, "start a watchdog on")
+        if self._thread is not None:
+            raise BadArgument("this Watchdog has already been started; make a new one")
+        self._thread = threading.Thread(
+            target=self._run, name=f"lockguide-watchdog:{self._lock.key}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing, without releasing the lock. Waits for the thread to end."""
+        self._stop.set()
+        with self._mutex:
+            pass  # an extension in flight finishes before we return
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def release(self) -> None:
+        """Stop renewing, then release the lock.
+
+        Raises:
+            RenewalFailed: a renewal had failed; the lock was released if it
+                was still ours.
+            LockLost: the lease ran out before the watchdog noticed (the whole
+                process was paused); nothing was deleted.
+        """
+        self.stop()
+        if self._error is not None:
+            if self._lock.held:
+                try:
+                    self._lock.release()
+                except LockError as error:
+                    raise self._error from error
+            raise self._error
+        self._lock.release()
+
+    def __enter__(self) -> Watchdog:
+        if not self._lock.held:
+            self._lock.__enter__()  # acquires, or raises NotAcquired like `with lock:`
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else ("running" if self.running else "stopped")
+        return f"<Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
+
+    # -- the thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as error:  # never die silently
+            self._fail(f"the watchdog thread crashed: {error!r}")
+
+    def _loop(self) -> None:
+        wait = self._every_s
+        while not self._stop.wait(wait):
+            wait = self._every_s
+            if self._renewals >= self._max_renewals:
+                self._wait_out_the_lease()
+                return
+            with self._mutex:
+                if self._stop.is_set():
+                    return
+                try:
+                    self._lock.extend()
+                except LockLost:
+                    self._fail("the key was gone or held by another owner at renewal")
+                    return
+                except NotOwned:
+                    return  # released directly by the holder: nothing left to renew
+                except RedisError as error:
+                    left_ms = self._lock.validity_remaining_ms()
+                    if left_ms <= 0:
+                        self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
+                        return
+                    wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
+                    continue
+                self._renewals += 1
+
+    def _wait_out_the_lease(self) -> None:
+        """The bound is reached: renew no more, and flag the loss when the lease ends."""
+        left_s = self._lock.validity_remaining_ms() / 1000.0
+        if self._stop.wait(left_s):
+            return
+        self._fail(
+            f"the watchdog stopped after {self._max_renewals} renewals (its bound) "
+            "and the lease ran out"
+        )
+
+    def _fail(self, reason: str) -> None:
+        if self._error is None:
+            self._error = RenewalFailed(self._lock.key, reason)
+        self._lost.set()

@@ -1,0 +1,284 @@
+"""The lease-renewal watchdog, on fakeredis and on a real redis-server.
+
+Real time, short TTLs: leases of 150-300 ms renewed every 50 ms, so the whole
+file runs in a few seconds. Waits poll for an event with a generous ceiling
+instead of assuming how fast a shared machine is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from lockguide import (
+    BadArgument,
+    BadArgumentType,
+    FencedLock,
+    Lock,
+    LockLost,
+    NotAcquired,
+    NotOwned,
+    RenewalFailed,
+    Watchdog,
+)
+
+KEY = "lock:report"
+
+
+@pytest.fixture
+def dogs() -> Iterator[list[Watchdog]]:
+    """Watchdogs made by a test are stopped at its end, whatever happened."""
+    made: list[Watchdog] = []
+    yield made
+    for dog in made:
+        dog.stop()
+
+
+def wait_until(condition: Callable[[], bool], ceiling_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + ceiling_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+def test_the_lease_outlives_its_ttl_while_the_watchdog_renews(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=200)
+    dog = Watchdog(lock, every_ms=50, max_renewals=100)
+    dogs.append(dog)
+    with dog:
+        time.sleep(0.6)  # three TTLs of work
+        assert r.get(KEY) == (lock.value or "").encode()
+        assert not Lock(r, KEY, ttl_ms=1_000).acquire(blocking=False)
+        dog.check()
+        assert dog.renewals >= 3
+        assert not dog.lost
+    assert r.exists(KEY) == 0
+    assert not dog.running
+
+
+def test_the_default_interval_is_a_third_of_the_ttl(r: redis.Redis, dogs: list[Watchdog]) -> None:
+    lock = Lock(r, KEY, ttl_ms=240)
+    dog = Watchdog(lock)
+    dogs.append(dog)
+    with dog:
+        assert wait_until(lambda: dog.renewals >= 1)
+        time.sleep(0.3)
+        assert r.exists(KEY) == 1
+    assert dog.renewals >= 2
+
+
+def test_renewal_stops_at_release_and_never_revives_the_key(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=150)
+    dog = Watchdog(lock, every_ms=30, max_renewals=100)
+    dogs.append(dog)
+    dog.__enter__()
+    assert wait_until(lambda: dog.renewals >= 2)
+    dog.release()
+    count = dog.renewals
+    assert not dog.running
+    time.sleep(0.1)
+    assert dog.renewals == count
+    assert r.exists(KEY) == 0
+
+
+def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=200)
+    dog = Watchdog(lock, every_ms=40, max_renewals=100)
+    dogs.append(dog)
+    dog.__enter__()
+    r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands it to B
+    assert dog.lost_event.wait(5.0), "the failure must be signalled, not swallowed"
+    assert dog.lost
+    assert isinstance(dog.error, RenewalFailed)
+    with pytest.raises(RenewalFailed, match="held by another owner"):
+        dog.check()
+    time.sleep(0.1)
+    assert r.get(KEY) == b"someone else"
+    assert r.pttl(KEY) > 9_000, "the watchdog must not renew someone else's key"
+    with pytest.raises(RenewalFailed):
+        dog.release()
+    assert r.get(KEY) == b"someone else", "release must not delete the new owner's key"
+    assert not dog.running
+
+
+def test_renewal_is_bounded_then_the_loss_is_flagged(r: redis.Redis, dogs: list[Watchdog]) -> None:
+    lock = Lock(r, KEY, ttl_ms=150)
+    dog = Watchdog(lock, every_ms=40, max_renewals=2)
+    dogs.append(dog)
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    assert dog.renewals == 2
+    assert wait_until(lambda: r.exists(KEY) == 0)
+    with pytest.raises(RenewalFailed, match="after 2 renewals"):
+        dog.check()
+    with pytest.raises(RenewalFailed):
+        dog.release()
+
+
+def test_zero_renewals_means_the_lease_simply_runs_out(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=100)
+    dog = Watchdog(lock, every_ms=30, max_renewals=0)
+    dogs.append(dog)
+    dog.__enter__()
+    dog.check()  # fine while the lease lasts
+    assert dog.lost_event.wait(5.0)
+    assert dog.renewals == 0
+    with pytest.raises(RenewalFailed):
+        dog.check()
+
+
+def test_a_crash_in_the_thread_is_reported_not_silent(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=200)
+
+    def explode(ttl_ms: int | None = None) -> None:
+        raise RuntimeError("a bug in the renewal path")
+
+    monkeypatch.setattr(lock, "extend", explode)
+    dog = Watchdog(lock, every_ms=30)
+    dogs.append(dog)
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    with pytest.raises(RenewalFailed, match=r"crashed.*a bug in the renewal path"):
+        dog.check()
+    with pytest.raises(RenewalFailed):
+        dog.release()
+    assert r.exists(KEY) == 0, "the lock was still ours, so release deleted it"
+
+
+def test_a_redis_hiccup_is_retried_within_the_lease(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=300)
+    real_extend = lock.extend
+    failures = iter([True, True])
+
+    def flaky_extend(ttl_ms: int | None = None) -> None:
+        if next(failures, False):
+            raise RedisConnectionError("connection reset")
+        real_extend(ttl_ms)
+
+    monkeypatch.setattr(lock, "extend", flaky_extend)
+    dog = Watchdog(lock, every_ms=60, max_renewals=100)
+    dogs.append(dog)
+    with dog:
+        assert wait_until(lambda: dog.renewals >= 3)
+        assert not dog.lost
+        assert r.exists(KEY) == 1
+
+
+def test_redis_unreachable_until_the_lease_ends_is_flagged(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=150)
+
+    def unreachable(ttl_ms: int | None = None) -> None:
+        raise RedisConnectionError("no route to host")
+
+    monkeypatch.setattr(lock, "extend", unreachable)
+    dog = Watchdog(lock, every_ms=40)
+    dogs.append(dog)
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    with pytest.raises(RenewalFailed, match="did not answer"):
+        dog.check()
+
+
+def test_a_fenced_lock_keeps_its_token_across_renewals(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = FencedLock(r, KEY, ttl_ms=150)
+    dog = Watchdog(lock, every_ms=40, max_renewals=100)
+    dogs.append(dog)
+    with dog:
+        token = lock.token
+        assert wait_until(lambda: dog.renewals >= 3)
+        assert lock.token == token
+    with pytest.raises(NotOwned):
+        _ = lock.token
+
+
+def test_a_held_lock_can_be_watched_and_a_busy_one_is_not_acquired(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    assert lock.acquire()
+    dog = Watchdog(lock)
+    dogs.append(dog)
+    with dog:
+        assert lock.held
+    busy = Watchdog(Lock(r, "lock:other", ttl_ms=1_000, timeout_ms=20))
+    Lock(r, "lock:other", ttl_ms=5_000).acquire()
+    with pytest.raises(NotAcquired), busy:
+        pytest.fail("the body must not run without the lock")
+
+
+def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=150)
+    dog = Watchdog(lock, every_ms=30, max_renewals=100)
+    dogs.append(dog)
+    dog.__enter__()
+    dog.stop()
+    lock.release()
+    assert not dog.lost
+    assert r.exists(KEY) == 0
+
+
+# -- bad input -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"every_ms": 0}, BadArgument, "every_ms"),
+        ({"every_ms": 1_000}, BadArgument, "below the TTL"),
+        ({"every_ms": 5_000}, BadArgument, "below the TTL"),
+        ({"every_ms": -5}, BadArgument, "every_ms"),
+        ({"every_ms": "100"}, BadArgumentType, "every_ms"),
+        ({"max_renewals": -1}, BadArgument, "max_renewals"),
+        ({"max_renewals": 2.0}, BadArgumentType, "max_renewals"),
+        ({"max_renewals": True}, BadArgumentType, "max_renewals"),
+    ],
+)
+def test_bad_arguments_are_refused(
+    r: redis.Redis, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        Watchdog(Lock(r, KEY, ttl_ms=1_000), **kwargs)
+
+
+def test_only_a_held_lock_can_be_watched_and_only_once(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    with pytest.raises(BadArgumentType, match="Lock"):
+        Watchdog("lock:report")  # type: ignore[arg-type]
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    dog = Watchdog(lock)
+    dogs.append(dog)
+    with pytest.raises(NotOwned):
+        dog.start()
+    lock.acquire()
+    dog.start()
+    with pytest.raises(BadArgument, match="already been started"):
+        dog.start()
+    dog.release()
+    with pytest.raises((NotOwned, LockLost)):
+        lock.release()
