@@ -9,28 +9,45 @@ from lockguide.errors import (
     AlreadyAcquired,
     BadArgument,
     BadArgumentType,
+    ExtensionLimitReached,
     LockError,
     LockLost,
+    MajorityLost,
+    NoQuorum,
     NotAcquired,
     NotOwned,
 )
 from lockguide.lock import Lock
+from lockguide.redlock import Attempt, Redlock
 from lockguide.tokens import new_lock_value
-from lockguide.validity import Verdict, drift_ms, judge, quorum, validity_ms
+from lockguide.validity import (
+    Verdict,
+    drift_ms,
+    judge,
+    quorum,
+    ttl_for_validity,
+    validity_ms,
+)
 
 __all__ = [
     "AlreadyAcquired",
+    "Attempt",
     "BadArgument",
     "BadArgumentType",
+    "ExtensionLimitReached",
     "Lock",
     "LockError",
     "LockLost",
+    "MajorityLost",
+    "NoQuorum",
     "NotAcquired",
     "NotOwned",
+    "Redlock",
     "Verdict",
     "drift_ms",
     "judge",
     "new_lock_value",
     "quorum",
+    "ttl_for_validity",
     "validity_ms",
 ]
