@@ -2,28 +2,40 @@
 
 Redlock's latency is the latency of its slowest *useful* reply, not the sum of
 five round trips. On one thread that means: write the command on every node's
-socket first, and only then read the replies, each bounded by the per-node
+socket first, and only then collect the replies, each bounded by the per-node
 timeout counted from the moment that node's command was sent. A node that does
 not answer in time counts as a failure, its connection is closed (so a late
 reply can never be read as the answer to the next command), and the call moves
 on.
 
 The connections are made from each client's own settings (its connection
-class, address, credentials, encoding), but they belong to this module and are
-configured for the per-node timeout:
+class, address, credentials, database, encoding) and set up by redis-py's own
+handshake, but they belong to this module and are configured for the per-node
+timeout:
 
-* connecting and the connection handshake are bounded by the per-node timeout,
-  not by the client's ``socket_timeout`` (which is often unset: forever);
-* redis-py's default connection retries (with back-off, seconds in total) are
-  switched off: a master that is down must cost one refused connection, not ten.
+* connecting and the handshake are bounded by the per-node timeout, not by the
+  client's ``socket_timeout`` (which is often unset: wait forever);
+* redis-py's default connection retries (ten, with back-off) are switched off:
+  a master that is down must cost one refused connection, not seconds.
 
-Taking connections from the client's own pool would inherit both of those, so a
-stopped master would stall every attempt that had to reconnect to it.
+Taking connections from the client's own pool would inherit both, so a stopped
+master would stall every attempt that had to reconnect to it.
+
+Once a plain TCP or Unix connection is set up, its socket is switched to
+non-blocking mode and driven directly: one ``send`` per node, then one
+``poll`` over all of them, then one ``recv`` per reply. Going through
+redis-py's reader instead costs four more system calls per node (a ``poll``
+before every read and write, and two timeout changes), which is most of the
+time Redlock spends. Other connections (TLS, in-process test servers) go
+through redis-py's ``send_packed_command`` / ``read_response``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import socket
 import threading
 import time
 import weakref
@@ -33,7 +45,14 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.connection import ConnectionPool
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import (
+    ConnectionError,
+    InvalidResponse,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    TimeoutError,
+)
 from redis.retry import Retry
 
 __all__ = ["Node", "node_for", "pack", "send_all_read_all"]
@@ -42,7 +61,11 @@ __all__ = ["Node", "node_for", "pack", "send_all_read_all"]
 Connection = Any
 
 #: A pooled connection idle for longer than this is checked before use (seconds).
+#: Servers close idle clients after a whole number of seconds (``timeout``).
 STALE_AFTER_S = 1.0
+
+_INCOMPLETE = object()
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
 def pack(*parts: bytes) -> bytes:
@@ -53,13 +76,49 @@ def pack(*parts: bytes) -> bytes:
     return b"".join(out)
 
 
+def parse_reply(buf: bytes, pos: int) -> tuple[Any, int]:
+    """Parse one scalar RESP2/RESP3 reply starting at ``buf[pos]``.
+
+    Returns ``(reply, next position)``, or ``(_INCOMPLETE, pos)`` when more bytes
+    are needed. Errors become exception *values* (``NoScriptError`` for
+    ``NOSCRIPT``); aggregates, which no lock command returns, are a protocol error.
+    """
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        return _INCOMPLETE, pos
+    kind = buf[pos]
+    line = buf[pos + 1 : end]
+    after = end + 2
+    if kind == 43:  # + simple string
+        return line, after
+    if kind == 58:  # : integer
+        return int(line), after
+    if kind == 36:  # $ bulk string
+        size = int(line)
+        if size < 0:
+            return None, after
+        if len(buf) < after + size + 2:
+            return _INCOMPLETE, pos
+        return buf[after : after + size], after + size + 2
+    if kind == 95:  # _ RESP3 null
+        return None, after
+    if kind == 45:  # - error
+        message = line.decode("utf-8", "replace")
+        if message.startswith("NOSCRIPT"):
+            return NoScriptError(message), after
+        return ResponseError(message), after
+    if kind == 35:  # # RESP3 boolean
+        return line == b"t", after
+    raise InvalidResponse(f"unexpected reply type {chr(kind)!r} from a lock command")
+
+
 class Node:
-    """One Redis master as the multiplexer sees it: an address and idle connections.
+    """One Redis master as the multiplexer sees it: connection settings and idle connections.
 
     Connections are created with the client's connection class and settings,
     with the connect/handshake timeout set to ``timeout_s`` and no retries.
-    A connection is only put back in the idle list after its reply was read in
-    full; any failure closes it.
+    A connection goes back to the idle list only after its replies were read
+    in full; any failure closes it.
     """
 
     def __init__(self, client: redis.Redis, timeout_s: float) -> None:
@@ -77,42 +136,70 @@ class Node:
         # The pool's maintenance-notification handler points back at the pool; a
         # Node must not keep the client's pool alive (they are cached weakly).
         kwargs.pop("maint_notifications_pool_handler", None)
-        self._connection_class: type[Connection] = pool.connection_class
+        self._connection_class: type[Any] = pool.connection_class
         self._kwargs = kwargs
         self._idle: list[tuple[Connection, float]] = []
-        self._pid = os.getpid()
+        _ALL_NODES.add(self)
 
-    def checkout(self) -> Connection:
-        """A connected connection with nothing unread on it (may connect: bounded)."""
-        if self._pid != os.getpid():  # forked: the parent's sockets are not ours
-            self._idle = []
-            self._pid = os.getpid()
+    def checkout(self) -> tuple[Connection, socket.socket | None]:
+        """A connected connection with nothing unread on it, and its raw socket.
+
+        The socket is returned (non-blocking) for plain TCP/Unix connections,
+        ``None`` for others. Connecting, when needed, is bounded by the timeout.
+        """
         try:
             conn, idle_since = self._idle.pop()
         except IndexError:
             conn, idle_since = self._connection_class(**self._kwargs), None
         try:
-            conn.connect()
-            # A server closes a connection that sat idle for its `timeout` (whole
-            # seconds); a connection idle that long is checked before use, and
-            # replaced if the server has closed it. A connection used within the
-            # last second skips the check: it is a syscall, paid on every master.
             stale = idle_since is not None and time.monotonic() - idle_since > STALE_AFTER_S
-            if stale and conn.can_read():
+            if conn._sock is None:  # redis-py keeps the socket here; None = disconnected
+                conn.connect()
+            elif stale and _readable_now(conn):
+                # Data or EOF waiting on an idle connection means the server closed
+                # it (idle timeout, restart): replace it before sending.
                 conn.disconnect()
                 conn.connect()
+            sock = conn._sock
+            if type(sock) is not socket.socket:
+                return conn, None
+            if sock.gettimeout() != 0.0:
+                sock.setblocking(False)
+            return conn, sock
         except BaseException:
             conn.disconnect()
             raise
-        return conn
 
     def checkin(self, conn: Connection) -> None:
         """Return a connection whose replies have all been read."""
         self._idle.append((conn, time.monotonic()))
 
+    def forget(self) -> None:
+        """Drop the idle connections without touching them (used after a fork)."""
+        self._idle = []
+
+
+def _readable_now(conn: Connection) -> bool:
+    sock = conn._sock
+    if type(sock) is socket.socket:
+        poller = select.poll()
+        poller.register(sock, _READABLE)
+        return bool(poller.poll(0))
+    return bool(conn.can_read())
+
 
 _NODES: weakref.WeakKeyDictionary[ConnectionPool, dict[float, Node]] = weakref.WeakKeyDictionary()
 _NODES_LOCK = threading.Lock()
+_ALL_NODES: weakref.WeakSet[Node] = weakref.WeakSet()
+
+
+def _forget_parents_connections() -> None:
+    """In a forked child, the parent's sockets are not ours to use: drop them."""
+    for node in list(_ALL_NODES):
+        node.forget()
+
+
+os.register_at_fork(after_in_child=_forget_parents_connections)
 
 
 def node_for(client: redis.Redis, timeout_s: float) -> Node:
@@ -130,6 +217,20 @@ def node_for(client: redis.Redis, timeout_s: float) -> Node:
         return node
 
 
+def _send_rest(sock: socket.socket, data: bytes, sent: int, deadline: float) -> None:
+    """Finish writing ``data`` on a non-blocking socket whose buffer was full."""
+    view = memoryview(data)[sent:]
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("Timeout writing to socket")
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT)
+        poller.poll(left * 1000.0)
+        with contextlib.suppress(BlockingIOError):
+            view = view[sock.send(view) :]
+
+
 def send_all_read_all(
     nodes: Sequence[Node],
     commands: Sequence[bytes],
@@ -144,43 +245,39 @@ def send_all_read_all(
     ``ResponseError`` the server sent (the connection stays usable), or a
     ``ConnectionError`` / ``TimeoutError`` (the connection is closed).
 
-    Each node gets ``timeout_s`` from the moment its command was written; a
-    reply already waiting when that time is up is still taken.
+    Replies are awaited until ``timeout_s`` after the last command was written,
+    so every node gets at least ``timeout_s`` from its own write; a reply
+    already waiting when that time is up is still taken.
     """
     count = len(nodes)
     results: list[Any] = [None] * count
     conns: list[Connection] = [None] * count
-    deadlines = [0.0] * count
-    monotonic = time.monotonic
+    raw: dict[int, tuple[int, socket.socket]] = {}  # file descriptor -> (index, socket)
+    generic: list[int] = []
     try:
         for i in range(count):
-            node = nodes[i]
             try:
-                conn = node.checkout()
+                conn, sock = nodes[i].checkout()
                 conns[i] = conn
-                conn.send_packed_command((commands[i],), check_health=False)
+                data = commands[i]
+                if sock is None:
+                    conn.send_packed_command((data,), check_health=False)
+                    generic.append(i)
+                    continue
+                try:
+                    sent = sock.send(data)
+                except BlockingIOError:
+                    sent = 0
+                if sent != len(data):
+                    _send_rest(sock, data, sent, time.monotonic() + timeout_s)
+                raw[sock.fileno()] = (i, sock)
             except (RedisError, OSError) as error:
                 results[i] = error
-                continue
-            deadlines[i] = monotonic() + timeout_s
-        for i in range(count):
-            conn = conns[i]
-            if conn is None or results[i] is not None:
-                continue
-            reply: Any = None
-            try:
-                for _ in range(replies):
-                    left = deadlines[i] - monotonic()
-                    try:
-                        reply = conn.read_response(timeout=left if left > 0 else 0)
-                    except ResponseError as error:
-                        reply = error  # a reply like any other: keep reading this node's
-            except (RedisError, OSError) as error:
-                results[i] = error
-                continue
-            results[i] = reply
-            conns[i] = None
-            nodes[i].checkin(conn)
+        deadline = time.monotonic() + timeout_s
+        if raw:
+            _read_raw(nodes, conns, raw, deadline, results, replies)
+        for i in generic:
+            _read_generic(nodes[i], conns, i, deadline, results, replies)
     finally:
         # Anything still here failed or was interrupted, possibly with a reply in
         # flight: close it, so nobody can read that reply as the answer to theirs.
@@ -188,3 +285,96 @@ def send_all_read_all(
             if conn is not None:
                 conn.disconnect()
     return results
+
+
+def _read_raw(
+    nodes: Sequence[Node],
+    conns: list[Connection],
+    waiting: dict[int, tuple[int, socket.socket]],
+    deadline: float,
+    results: list[Any],
+    replies: int,
+) -> None:
+    """Collect replies from the non-blocking sockets, one ``poll`` for all of them."""
+    poller = select.poll()
+    for fd in waiting:
+        poller.register(fd, _READABLE)
+    partial: dict[int, bytes] = {}
+    while True:
+        left = deadline - time.monotonic()
+        ready = poller.poll(left * 1000.0 if left > 0 else 0)
+        returned = time.monotonic()
+        for fd, _ in ready:
+            i, sock = waiting[fd]
+            reply = _take(sock, partial, i, replies)
+            if reply is _INCOMPLETE:
+                continue
+            del waiting[fd]
+            poller.unregister(fd)
+            results[i] = reply
+            if not isinstance(reply, _BROKEN):
+                nodes[i]._idle.append((conns[i], returned))
+                conns[i] = None
+        if not waiting:
+            return
+        if left <= 0:
+            # Time is up and a last look found nothing more: those nodes failed.
+            for i, _ in waiting.values():
+                results[i] = TimeoutError("Timeout reading from socket")
+            return
+
+
+_BROKEN = (ConnectionError, TimeoutError, InvalidResponse)
+
+
+def _take(sock: socket.socket, partial: dict[int, bytes], i: int, replies: int) -> Any:
+    """Read what is there; the node's last reply once all arrived, else ``_INCOMPLETE``."""
+    try:
+        data = sock.recv(65536)
+    except BlockingIOError:
+        return _INCOMPLETE
+    except OSError as error:
+        return ConnectionError(f"Error while reading from socket: {error}")
+    if not data:
+        return ConnectionError("Connection closed by server.")
+    if partial:
+        data = partial.pop(i, b"") + data
+    pos = 0
+    reply: Any = None
+    try:
+        for _ in range(replies):
+            reply, pos = parse_reply(data, pos)
+            if reply is _INCOMPLETE:
+                partial[i] = data  # replies are re-parsed from the start: they are tiny
+                return _INCOMPLETE
+    except (InvalidResponse, ValueError) as error:
+        return InvalidResponse(str(error))
+    if pos != len(data):
+        return InvalidResponse("more data than the replies owed")
+    return reply
+
+
+def _read_generic(
+    node: Node,
+    conns: list[Connection],
+    i: int,
+    deadline: float,
+    results: list[Any],
+    replies: int,
+) -> None:
+    """Collect one node's replies through redis-py's reader (TLS, in-process servers)."""
+    conn = conns[i]
+    reply: Any = None
+    try:
+        for _ in range(replies):
+            left = deadline - time.monotonic()
+            try:
+                reply = conn.read_response(timeout=left if left > 0 else 0)
+            except ResponseError as error:
+                reply = error  # a reply like any other: keep reading this node's
+    except (RedisError, OSError) as error:
+        results[i] = error
+        return
+    results[i] = reply
+    conns[i] = None
+    node.checkin(conn)

@@ -235,7 +235,10 @@ class Redlock:
         self._value: str | None = None
         self._deadline = 0.0
         self._extensions = 0
-        self._last: Attempt | None = None
+        # The last try's counts: (elapsed ms, granted, refused, failed). The
+        # Attempt is built from them only when asked for (last_attempt).
+        self._last: tuple[float, int, int, int] | None = None
+        self._usable_s = validity_ms(self._ttl_ms, 0.0) / 1000.0
 
     # -- read-only facts -------------------------------------------------------------
 
@@ -286,7 +289,11 @@ class Redlock:
     @property
     def last_attempt(self) -> Attempt | None:
         """The outcome of the most recent try by :meth:`acquire` (``None`` before any)."""
-        return self._last
+        if self._last is None:
+            return None
+        elapsed_ms, granted, refused, failed = self._last
+        verdict = judge(self._ttl_ms, elapsed_ms, granted, len(self._masters))
+        return Attempt(verdict=verdict, refused=refused, failed=failed)
 
     def validity_remaining_ms(self) -> float:
         """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
@@ -326,11 +333,9 @@ class Redlock:
         while True:
             value = new_lock_value()
             started = _now()
-            attempt = self._try_set(value, started)
-            self._last = attempt
-            if attempt.acquired:
+            if self._try_set(value, started):
                 self._value = value
-                self._deadline = started + validity_ms(self._ttl_ms, 0.0) / 1000.0
+                self._deadline = started + self._usable_s
                 self._extensions = 0
                 return True
             # Release on every master, not only those that said yes: a reply can
@@ -414,7 +419,7 @@ class Redlock:
     def __enter__(self) -> Redlock:
         started = _now()
         if not self.acquire():
-            last = self._last
+            last = self.last_attempt
             assert last is not None
             raise NoQuorum(
                 self._key,
@@ -440,7 +445,8 @@ class Redlock:
 
     # -- internals ---------------------------------------------------------------
 
-    def _try_set(self, value: str, started: float) -> Attempt:
+    def _try_set(self, value: str, started: float) -> bool:
+        """One try: SET NX PX on every master; True if it won (majority, validity left)."""
         tail = b"$%d\r\n%s\r\n" % (len(value), value.encode()) + self._set_tail
         replies = send_all_read_all(
             self._nodes, [head + tail for head in self._set_heads], self._node_timeout_s
@@ -454,8 +460,8 @@ class Redlock:
                 failed += 1
             else:
                 granted += 1
-        verdict = judge(self._ttl_ms, elapsed_ms, granted, len(self._masters))
-        return Attempt(verdict=verdict, refused=refused, failed=failed)
+        self._last = (elapsed_ms, granted, refused, failed)
+        return granted >= self._quorum and validity_ms(self._ttl_ms, elapsed_ms) > 0
 
     def _run_script(self, script: LuaScript, value: str, *extra: int) -> list[Any]:
         """Run ``script`` (compare-and-delete / -pexpire) on every master at once."""
