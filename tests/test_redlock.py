@@ -31,6 +31,23 @@ KEY = "lock:test"
 OTHER = "someone else's value"
 
 
+@pytest.fixture(autouse=True)
+def patient_masters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about behaviour, not timing (tests/test_faults.py covers that):
+    they give each master 100 ms instead of the 50 ms default, so that a loaded test
+    machine that leaves a healthy server unscheduled for 50 ms cannot turn it into
+    a missing vote."""
+    defaults = Redlock.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "node_timeout_ms", 100.0)
+
+
+def test_the_default_node_timeout_is_in_the_range_the_redis_docs_suggest() -> None:
+    from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS
+
+    assert 5 <= DEFAULT_NODE_TIMEOUT_MS <= 50  # for a 10 s lock
+
+
 @pytest.fixture
 def masters(backend: Backend) -> Iterator[list[redis.Redis]]:
     clients = backend.masters()

@@ -60,10 +60,6 @@ __all__ = ["Node", "node_for", "pack", "send_all_read_all"]
 #: redis-py's connection classes are not typed; this module treats them as ``Any``.
 Connection = Any
 
-#: A pooled connection idle for longer than this is checked before use (seconds).
-#: Servers close idle clients after a whole number of seconds (``timeout``).
-STALE_AFTER_S = 1.0
-
 _INCOMPLETE = object()
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
@@ -138,54 +134,63 @@ class Node:
         kwargs.pop("maint_notifications_pool_handler", None)
         self._connection_class: type[Any] = pool.connection_class
         self._kwargs = kwargs
-        self._idle: list[tuple[Connection, float]] = []
+        self._idle: list[Connection] = []
         _ALL_NODES.add(self)
 
-    def checkout(self) -> tuple[Connection, socket.socket | None]:
-        """A connected connection with nothing unread on it, and its raw socket.
-
-        The socket is returned (non-blocking) for plain TCP/Unix connections,
-        ``None`` for others. Connecting, when needed, is bounded by the timeout.
-        """
+    def take(self) -> Connection:
+        """An idle connection (open, nothing unread), or a new one not yet connected."""
         try:
-            conn, idle_since = self._idle.pop()
+            return self._idle.pop()
         except IndexError:
-            conn, idle_since = self._connection_class(**self._kwargs), None
-        try:
-            stale = idle_since is not None and time.monotonic() - idle_since > STALE_AFTER_S
-            if conn._sock is None:  # redis-py keeps the socket here; None = disconnected
-                conn.connect()
-            elif stale and _readable_now(conn):
-                # Data or EOF waiting on an idle connection means the server closed
-                # it (idle timeout, restart): replace it before sending.
-                conn.disconnect()
-                conn.connect()
-            sock = conn._sock
-            if type(sock) is not socket.socket:
-                return conn, None
-            if sock.gettimeout() != 0.0:
-                sock.setblocking(False)
-            return conn, sock
-        except BaseException:
-            conn.disconnect()
-            raise
+            return self._connection_class(**self._kwargs)
 
-    def checkin(self, conn: Connection) -> None:
+    def put(self, conn: Connection) -> None:
         """Return a connection whose replies have all been read."""
-        self._idle.append((conn, time.monotonic()))
+        self._idle.append(conn)
 
     def forget(self) -> None:
         """Drop the idle connections without touching them (used after a fork)."""
         self._idle = []
 
 
-def _readable_now(conn: Connection) -> bool:
+def _prepare(conn: Connection) -> socket.socket | None:
+    """Connect if needed (bounded by the node timeout); the raw socket if it is plain.
+
+    redis-py keeps a connection's socket in ``_sock`` (``None`` when
+    disconnected). A plain TCP/Unix socket is switched to non-blocking mode and
+    returned; for anything else (TLS, in-process servers) ``None`` is returned
+    and the connection is driven through redis-py.
+    """
+    if conn._sock is None:
+        conn.connect()
     sock = conn._sock
     if type(sock) is socket.socket:
-        poller = select.poll()
-        poller.register(sock, _READABLE)
-        return bool(poller.poll(0))
-    return bool(conn.can_read())
+        if sock.gettimeout() != 0.0:
+            sock.setblocking(False)
+        return sock
+    if conn.can_read():  # the server closed it, or left something unread: start over
+        conn.disconnect()
+        conn.connect()
+    return None
+
+
+def _drop_closed(conns: list[Connection]) -> None:
+    """Disconnect pooled plain connections the server has closed, with one ``poll``.
+
+    A server closes idle clients (its ``timeout``) and all of them when it
+    restarts; the end-of-file is then waiting on the socket. Sending on such a
+    connection would cost the master's vote, so it is reconnected instead.
+    """
+    poller = select.poll()
+    where: dict[int, int] = {}
+    for i, conn in enumerate(conns):
+        sock = conn._sock
+        if type(sock) is socket.socket:
+            where[sock.fileno()] = i
+            poller.register(sock, _READABLE)
+    if where:
+        for fd, _ in poller.poll(0):
+            conns[where[fd]].disconnect()
 
 
 _NODES: weakref.WeakKeyDictionary[ConnectionPool, dict[float, Node]] = weakref.WeakKeyDictionary()
@@ -245,38 +250,54 @@ def send_all_read_all(
     ``ResponseError`` the server sent (the connection stays usable), or a
     ``ConnectionError`` / ``TimeoutError`` (the connection is closed).
 
-    Replies are awaited until ``timeout_s`` after the last command was written,
-    so every node gets at least ``timeout_s`` from its own write; a reply
-    already waiting when that time is up is still taken.
+    Nodes with an open connection are written to first; nodes that need a new
+    connection are connected (each handshake bounded by ``timeout_s``) while
+    those replies travel. Each node's reply is awaited until ``timeout_s`` after
+    its command was written; a reply already waiting when that time is up is
+    still taken.
     """
     count = len(nodes)
     results: list[Any] = [None] * count
-    conns: list[Connection] = [None] * count
-    raw: dict[int, tuple[int, socket.socket]] = {}  # file descriptor -> (index, socket)
-    generic: list[int] = []
+    conns: list[Connection] = [node.take() for node in nodes]
+    raw: dict[int, list[Any]] = {}  # file descriptor -> [index, socket, deadline]
+    generic: list[list[Any]] = []  # [index, None, deadline]
     try:
-        for i in range(count):
-            try:
-                conn, sock = nodes[i].checkout()
-                conns[i] = conn
-                data = commands[i]
-                if sock is None:
-                    conn.send_packed_command((data,), check_health=False)
-                    generic.append(i)
-                    continue
+        _drop_closed(conns)
+        opened = [i for i in range(count) if conns[i]._sock is not None]
+        closed = [i for i in range(count) if conns[i]._sock is None]
+        for batch, handshakes in ((opened, False), (closed, True)):
+            sent_now: list[list[Any]] = []
+            for i in batch:
                 try:
-                    sent = sock.send(data)
-                except BlockingIOError:
-                    sent = 0
-                if sent != len(data):
-                    _send_rest(sock, data, sent, time.monotonic() + timeout_s)
-                raw[sock.fileno()] = (i, sock)
-            except (RedisError, OSError) as error:
-                results[i] = error
-        deadline = time.monotonic() + timeout_s
+                    conn = conns[i]
+                    sock = _prepare(conn)
+                    data = commands[i]
+                    if sock is None:
+                        conn.send_packed_command((data,), check_health=False)
+                        entry: list[Any] = [i, None, 0.0]
+                        generic.append(entry)
+                    else:
+                        try:
+                            sent = sock.send(data)
+                        except BlockingIOError:
+                            sent = 0
+                        if sent != len(data):
+                            _send_rest(sock, data, sent, time.monotonic() + timeout_s)
+                        entry = raw[sock.fileno()] = [i, sock, 0.0]
+                except (RedisError, OSError) as error:
+                    results[i] = error
+                    continue
+                if handshakes:
+                    entry[2] = time.monotonic() + timeout_s
+                else:
+                    sent_now.append(entry)
+            # Writes on open connections take microseconds: one clock read for all.
+            deadline = time.monotonic() + timeout_s
+            for entry in sent_now:
+                entry[2] = deadline
         if raw:
-            _read_raw(nodes, conns, raw, deadline, results, replies)
-        for i in generic:
+            _read_raw(nodes, conns, raw, results, replies)
+        for i, _, deadline in generic:
             _read_generic(nodes[i], conns, i, deadline, results, replies)
     finally:
         # Anything still here failed or was interrupted, possibly with a reply in
@@ -290,8 +311,7 @@ def send_all_read_all(
 def _read_raw(
     nodes: Sequence[Node],
     conns: list[Connection],
-    waiting: dict[int, tuple[int, socket.socket]],
-    deadline: float,
+    waiting: dict[int, list[Any]],
     results: list[Any],
     replies: int,
 ) -> None:
@@ -301,11 +321,10 @@ def _read_raw(
         poller.register(fd, _READABLE)
     partial: dict[int, bytes] = {}
     while True:
-        left = deadline - time.monotonic()
+        left = min(entry[2] for entry in waiting.values()) - time.monotonic()
         ready = poller.poll(left * 1000.0 if left > 0 else 0)
-        returned = time.monotonic()
         for fd, _ in ready:
-            i, sock = waiting[fd]
+            i, sock, _ = waiting[fd]
             reply = _take(sock, partial, i, replies)
             if reply is _INCOMPLETE:
                 continue
@@ -313,15 +332,20 @@ def _read_raw(
             poller.unregister(fd)
             results[i] = reply
             if not isinstance(reply, _BROKEN):
-                nodes[i]._idle.append((conns[i], returned))
+                nodes[i].put(conns[i])
                 conns[i] = None
         if not waiting:
             return
         if left <= 0:
-            # Time is up and a last look found nothing more: those nodes failed.
-            for i, _ in waiting.values():
-                results[i] = TimeoutError("Timeout reading from socket")
-            return
+            # A deadline had passed and a last look found nothing more: those failed.
+            now = time.monotonic()
+            for fd, (i, _, deadline) in list(waiting.items()):
+                if deadline <= now:
+                    results[i] = TimeoutError("Timeout reading from socket")
+                    del waiting[fd]
+                    poller.unregister(fd)
+            if not waiting:
+                return
 
 
 _BROKEN = (ConnectionError, TimeoutError, InvalidResponse)
@@ -377,4 +401,4 @@ def _read_generic(
         return
     results[i] = reply
     conns[i] = None
-    node.checkin(conn)
+    node.put(conn)
