@@ -100,9 +100,9 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
     ]
 
 
-def measure(group: list[Contender], rounds: int, cycles: int) -> None:
+def measure(group: list[Contender], rounds: int, cycles: int, warmup: int) -> None:
     for contender in group:  # warm up: connections, script loads, caches
-        for _ in range(50):
+        for _ in range(warmup):
             contender.cycle()
     clock = time.perf_counter_ns
     gc_was_enabled = gc.isenabled()
@@ -167,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="turns each contender takes")
     parser.add_argument("--cycles", type=int, default=100, help="cycles per turn")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
     args = parser.parse_args(argv)
     with five_masters() as masters:
         group = contenders(masters)
-        measure(group, args.rounds, args.cycles)
+        measure(group, args.rounds, args.cycles, args.warmup)
         samples = args.rounds * args.cycles
         print("\n".join(machine(masters)))
         print(f"samples: {samples} acquire+release cycles per implementation, median shown")
