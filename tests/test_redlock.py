@@ -22,6 +22,7 @@ from lockguide import (
     NoQuorum,
     NotOwned,
     Redlock,
+    ttl_for_validity,
     validity_ms,
 )
 from lockguide._multiplex import send_all_read_all
@@ -584,3 +585,23 @@ def test_errors_are_one_hierarchy() -> None:
     assert issubclass(MajorityLost, LockLost)
     for error in (NoQuorum, MajorityLost, ExtensionLimitReached):
         assert issubclass(error, LockError)
+
+
+# -- the arithmetic added for Redlock --------------------------------------------------
+
+
+@pytest.mark.parametrize(("validity", "elapsed"), [(5_000, 50), (9_858, 40), (1, 0), (0, 8)])
+def test_ttl_for_validity_runs_the_validity_formula_backwards(
+    validity: float, elapsed: float
+) -> None:
+    ttl = ttl_for_validity(validity, elapsed)
+    assert validity_ms(ttl, elapsed) == pytest.approx(validity)
+
+
+def test_five_seconds_of_work_after_a_50_ms_attempt_needs_a_5104_ms_ttl() -> None:
+    assert ttl_for_validity(5_000, 50) == pytest.approx(5_103.03, abs=0.01)
+
+
+def test_ttl_for_validity_refuses_a_drift_factor_that_eats_the_whole_ttl() -> None:
+    with pytest.raises(ValueError, match="drift_factor"):
+        ttl_for_validity(1_000, 10, drift_factor=1.0)
