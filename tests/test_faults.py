@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
@@ -36,6 +37,8 @@ NODE_TIMEOUT_MS = 100.0
 #: timeout the clients would otherwise fall back to is 30 s.
 MARGIN_S = 0.3
 SOCKET_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -124,8 +127,8 @@ def servers(five_servers: Servers) -> Iterator[Servers]:
     five_servers.heal()
 
 
-def timed(call: object) -> tuple[object, float]:
-    assert callable(call)
+def timed(call: Callable[[], T]) -> tuple[T, float]:
+    """The call's result, and how many seconds it took."""
     started = time.monotonic()
     result = call()
     return result, time.monotonic() - started

@@ -3,7 +3,7 @@
 Redlock's latency is the latency of its slowest *useful* reply, not the sum of
 five round trips. On one thread that means: write the command on every node's
 socket first, and only then collect the replies, each bounded by the per-node
-timeout counted from the moment that node's command was sent. A node that does
+timeout counted from (about) the moment that node's command was written. A node that does
 not answer in time counts as a failure, its connection is closed (so a late
 reply can never be read as the answer to the next command), and the call moves
 on.
@@ -250,11 +250,11 @@ def send_all_read_all(
     ``ResponseError`` the server sent (the connection stays usable), or a
     ``ConnectionError`` / ``TimeoutError`` (the connection is closed).
 
-    Nodes with an open connection are written to first; nodes that need a new
-    connection are connected (each handshake bounded by ``timeout_s``) while
-    those replies travel. Each node's reply is awaited until ``timeout_s`` after
-    its command was written; a reply already waiting when that time is up is
-    still taken.
+    Nodes with an open connection are written to first, and their replies are
+    awaited until ``timeout_s`` after the last of those writes; nodes that need a
+    new connection are connected next (each handshake bounded by ``timeout_s``)
+    while those replies travel, and each gets ``timeout_s`` from its own write.
+    A reply already waiting when its time is up is still taken.
     """
     count = len(nodes)
     results: list[Any] = [None] * count

@@ -157,7 +157,8 @@ class Redlock:
             drawn from at random. A fixed delay (``low == high``) is refused:
             contenders that retry in step split the vote again and again.
         max_extensions: how many times :meth:`extend` may renew one acquisition.
-        rng: the random source for retry pauses (default: the ``random`` module).
+        rng: the random source for retry pauses (default: a new ``random.Random``,
+            seeded by the operating system).
 
     Example::
 
@@ -222,13 +223,10 @@ class Redlock:
         # Commands are assembled from pre-encoded bytes: only the value changes.
         self._set_heads = [b"*6\r\n$3\r\nSET\r\n" + k for k in keys]
         self._set_tail = b"$2\r\nNX\r\n$2\r\nPX\r\n" + ttl
-        self._script_heads = {
-            script.sha: [
-                b"*%d\r\n$7\r\nEVALSHA\r\n" % (6 if script is EXTEND else 5)
-                + _bulk(script.sha.encode())
-                + b"$1\r\n1\r\n"
-                + k
-                for k in keys
+        # EVALSHA <sha> 1 <key>, for each script and master; value and args follow.
+        self._script_heads: dict[LuaScript, list[bytes]] = {
+            script: [
+                b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode()) + b"$1\r\n1\r\n" + k for k in keys
             ]
             for script in (RELEASE, EXTEND)
         }
@@ -465,8 +463,9 @@ class Redlock:
 
     def _run_script(self, script: LuaScript, value: str, *extra: int) -> list[Any]:
         """Run ``script`` (compare-and-delete / -pexpire) on every master at once."""
+        count = b"*%d\r\n" % (5 + len(extra))  # EVALSHA sha numkeys key value *extra
         tail = _bulk(value.encode()) + b"".join(_bulk(str(a).encode()) for a in extra)
-        commands = [head + tail for head in self._script_heads[script.sha]]
+        commands = [count + head + tail for head in self._script_heads[script]]
         replies = send_all_read_all(self._nodes, commands, self._node_timeout_s)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
