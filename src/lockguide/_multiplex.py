@@ -174,25 +174,6 @@ def _prepare(conn: Connection) -> socket.socket | None:
     return None
 
 
-def _drop_closed(conns: list[Connection]) -> None:
-    """Disconnect pooled plain connections the server has closed, with one ``poll``.
-
-    A server closes idle clients (its ``timeout``) and all of them when it
-    restarts; the end-of-file is then waiting on the socket. Sending on such a
-    connection would cost the master's vote, so it is reconnected instead.
-    """
-    poller = select.poll()
-    where: dict[int, int] = {}
-    for i, conn in enumerate(conns):
-        sock = conn._sock
-        if type(sock) is socket.socket:
-            where[sock.fileno()] = i
-            poller.register(sock, _READABLE)
-    if where:
-        for fd, _ in poller.poll(0):
-            conns[where[fd]].disconnect()
-
-
 _NODES: weakref.WeakKeyDictionary[ConnectionPool, dict[float, Node]] = weakref.WeakKeyDictionary()
 _NODES_LOCK = threading.Lock()
 _ALL_NODES: weakref.WeakSet[Node] = weakref.WeakSet()
@@ -236,6 +217,21 @@ def _send_rest(sock: socket.socket, data: bytes, sent: int, deadline: float) -> 
             view = view[sock.send(view) :]
 
 
+def _write(conn: Connection, data: bytes, timeout_s: float) -> socket.socket | None:
+    """Connect if needed, then write ``data``; the raw socket, or ``None`` for redis-py's path."""
+    sock = _prepare(conn)
+    if sock is None:
+        conn.send_packed_command((data,), check_health=False)
+        return None
+    try:
+        sent = sock.send(data)
+    except BlockingIOError:
+        sent = 0
+    if sent != len(data):
+        _send_rest(sock, data, sent, time.monotonic() + timeout_s)
+    return sock
+
+
 def send_all_read_all(
     nodes: Sequence[Node],
     commands: Sequence[bytes],
@@ -255,50 +251,58 @@ def send_all_read_all(
     new connection are connected next (each handshake bounded by ``timeout_s``)
     while those replies travel, and each gets ``timeout_s`` from its own write.
     A reply already waiting when its time is up is still taken.
+
+    An open connection can turn out to be closed by the server (an idle
+    timeout, a restart): the write fails, or the server's end-of-file arrives
+    instead of a reply. The command is then sent once more on a new
+    connection. That is safe for the lock commands, which are idempotent for
+    the caller's own value: a repeated ``SET NX`` finds its own key and is
+    refused, a repeated compare-and-delete finds nothing to delete.
     """
     count = len(nodes)
     results: list[Any] = [None] * count
     conns: list[Connection] = [node.take() for node in nodes]
-    raw: dict[int, list[Any]] = {}  # file descriptor -> [index, socket, deadline]
-    generic: list[list[Any]] = []  # [index, None, deadline]
+    # file descriptor -> [index, socket, deadline, may send again on a new connection]
+    waiting: dict[int, list[Any]] = {}
+    generic: list[tuple[int, float]] = []  # (index, deadline)
     try:
-        _drop_closed(conns)
-        opened = [i for i in range(count) if conns[i]._sock is not None]
-        closed = [i for i in range(count) if conns[i]._sock is None]
-        for batch, handshakes in ((opened, False), (closed, True)):
-            sent_now: list[list[Any]] = []
-            for i in batch:
-                try:
-                    conn = conns[i]
-                    sock = _prepare(conn)
-                    data = commands[i]
-                    if sock is None:
-                        conn.send_packed_command((data,), check_health=False)
-                        entry: list[Any] = [i, None, 0.0]
-                        generic.append(entry)
-                    else:
-                        try:
-                            sent = sock.send(data)
-                        except BlockingIOError:
-                            sent = 0
-                        if sent != len(data):
-                            _send_rest(sock, data, sent, time.monotonic() + timeout_s)
-                        entry = raw[sock.fileno()] = [i, sock, 0.0]
-                except (RedisError, OSError) as error:
-                    results[i] = error
-                    continue
-                if handshakes:
-                    entry[2] = time.monotonic() + timeout_s
-                else:
-                    sent_now.append(entry)
-            # Writes on open connections take microseconds: one clock read for all.
-            deadline = time.monotonic() + timeout_s
-            for entry in sent_now:
-                entry[2] = deadline
-        if raw:
-            _read_raw(nodes, conns, raw, results, replies)
-        for i, _, deadline in generic:
-            _read_generic(nodes[i], conns, i, deadline, results, replies)
+        later: list[int] = []
+        first: list[list[Any]] = []
+        for i in range(count):
+            conn = conns[i]
+            if conn._sock is None:
+                later.append(i)
+                continue
+            try:
+                sock = _write(conn, commands[i], timeout_s)
+            except (RedisError, OSError):
+                conn.disconnect()  # closed under us: try again on a new connection
+                later.append(i)
+                continue
+            if sock is None:
+                generic.append((i, 0.0))
+            else:
+                first.append(waiting.setdefault(sock.fileno(), [i, sock, 0.0, True]))
+        # Writes on open connections take microseconds: one clock read for all.
+        deadline = time.monotonic() + timeout_s
+        for entry in first:
+            entry[2] = deadline
+        generic = [(i, deadline) for i, _ in generic]
+        for i in later:
+            try:
+                sock = _write(conns[i], commands[i], timeout_s)
+            except (RedisError, OSError) as error:
+                results[i] = error
+                continue
+            mine = time.monotonic() + timeout_s
+            if sock is None:
+                generic.append((i, mine))
+            else:
+                waiting[sock.fileno()] = [i, sock, mine, False]
+        if waiting:
+            _read_raw(nodes, conns, waiting, results, replies, commands, timeout_s)
+        for i, mine in generic:
+            _read_generic(nodes[i], conns, i, mine, results, replies)
     finally:
         # Anything still here failed or was interrupted, possibly with a reply in
         # flight: close it, so nobody can read that reply as the answer to theirs.
@@ -314,17 +318,18 @@ def _read_raw(
     waiting: dict[int, list[Any]],
     results: list[Any],
     replies: int,
+    commands: Sequence[bytes],
+    timeout_s: float,
 ) -> None:
     """Collect replies from the non-blocking sockets, one ``poll`` for all of them."""
     poller = select.poll()
     for fd in waiting:
         poller.register(fd, _READABLE)
     partial: dict[int, bytes] = {}
-    while True:
+    while waiting:
         left = min(entry[2] for entry in waiting.values()) - time.monotonic()
-        ready = poller.poll(left * 1000.0 if left > 0 else 0)
-        for fd, _ in ready:
-            i, sock, _ = waiting[fd]
+        for fd, _ in poller.poll(left * 1000.0 if left > 0 else 0):
+            i, sock, _, may_retry = waiting[fd]
             reply = _take(sock, partial, i, replies)
             if reply is _INCOMPLETE:
                 continue
@@ -334,18 +339,26 @@ def _read_raw(
             if not isinstance(reply, _BROKEN):
                 nodes[i].put(conns[i])
                 conns[i] = None
-        if not waiting:
-            return
+            elif may_retry and isinstance(reply, ConnectionError) and i not in partial:
+                # Closed by the server before it answered: once more, on a new connection.
+                conns[i].disconnect()
+                try:
+                    again = _write(conns[i], commands[i], timeout_s)
+                except (RedisError, OSError) as error:
+                    results[i] = error
+                    continue
+                if again is not None:
+                    results[i] = None
+                    waiting[again.fileno()] = [i, again, time.monotonic() + timeout_s, False]
+                    poller.register(again, _READABLE)
         if left <= 0:
             # A deadline had passed and a last look found nothing more: those failed.
             now = time.monotonic()
-            for fd, (i, _, deadline) in list(waiting.items()):
+            for fd, (i, _, deadline, _) in list(waiting.items()):
                 if deadline <= now:
                     results[i] = TimeoutError("Timeout reading from socket")
                     del waiting[fd]
                     poller.unregister(fd)
-            if not waiting:
-                return
 
 
 _BROKEN = (ConnectionError, TimeoutError, InvalidResponse)
