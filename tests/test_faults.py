@@ -211,7 +211,7 @@ def test_with_three_masters_down_acquire_fails_fast_and_leaves_no_key(
     assert [clients[i].get(KEY) for i in (3, 4)] == [None, None]
 
 
-def test_an_idle_connection_closed_by_the_server_is_replaced_before_use(
+def test_a_connection_the_server_closed_is_replaced_without_losing_the_vote(
     servers: Servers,
 ) -> None:
     clients = servers.clients()
