@@ -10,7 +10,14 @@ import redis
 from pytest_redis.executor import RedisExecutor
 
 from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
-from tests.support import Backend, fake_backend, real_backend, start_redis_server
+from tests.support import (
+    MASTER_PORTS,
+    Backend,
+    fake_backend,
+    real_backend,
+    start_redis_server,
+    start_redis_servers,
+)
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +26,18 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisExec
     executor = start_redis_server(tmp_path_factory.mktemp("redis-server"))
     yield executor
     executor.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_masters(
+    redis_server: RedisExecutor, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[RedisExecutor]]:
+    """Four more independent servers: with ``redis_server``, the five Redlock masters
+    that ``redis.Redis(port=6379)`` .. ``redis.Redis(port=6383)`` reach."""
+    extra = start_redis_servers(tmp_path_factory.mktemp("redis-masters"), len(MASTER_PORTS) - 1)
+    yield extra
+    for executor in extra:
+        executor.stop()
 
 
 @pytest.fixture(
@@ -31,7 +50,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "fakeredis":
         return fake_backend()
     executor: RedisExecutor = request.getfixturevalue("redis_server")
-    return real_backend(executor)
+    return real_backend(executor, request.getfixturevalue("redis_masters"))
 
 
 @pytest.fixture

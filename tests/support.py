@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,25 @@ from pytest_redis.executor import RedisExecutor
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"
+
+#: Redis's default port: what a plain ``redis.Redis()`` connects to.
+DEFAULT_PORT = 6379
+#: The ports docs examples and tests use for five independent Redlock masters:
+#: ``redis.Redis(port=6379)`` .. ``redis.Redis(port=6383)``. On either backend each
+#: one is a distinct server; 6379 is also the server a plain ``redis.Redis()`` uses.
+MASTER_PORTS = (6379, 6380, 6381, 6382, 6383)
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _address(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, int]:
+    """The (host, port) a ``redis.Redis(...)`` call asks for."""
+    host = str(kwargs.get("host", args[0] if args else "localhost"))
+    port = int(kwargs.get("port", args[1] if len(args) > 1 else DEFAULT_PORT))
+    return host, port
+
+
+def _is_master_port(host: str, port: int) -> bool:
+    return host in _LOOPBACK_NAMES and port in MASTER_PORTS
 
 
 def redis_server_executable() -> str:
@@ -57,6 +76,15 @@ def start_redis_server(datadir: Path, *, appendonly: bool = False) -> RedisExecu
     return executor
 
 
+def start_redis_servers(
+    datadir: Path, count: int, *, appendonly: bool = False
+) -> list[RedisExecutor]:
+    """Start ``count`` independent servers (separate processes, ports and data dirs)."""
+    return [
+        start_redis_server(datadir / f"master-{i}", appendonly=appendonly) for i in range(count)
+    ]
+
+
 @dataclass
 class Backend:
     """One place where Redis lives for a test: fakeredis or a real server.
@@ -75,34 +103,69 @@ class Backend:
     def patch_redis_module(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(redis, "Redis", self.redis_class)
 
+    def masters(self, count: int = len(MASTER_PORTS), **kwargs: Any) -> list[redis.Redis]:
+        """Clients for ``count`` distinct servers: ``redis.Redis(port=6379)``, 6380, ..."""
+        return [self.client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
+
 
 def fake_backend() -> Backend:
-    """A fresh, empty in-process server with Lua support."""
-    server = fakeredis.FakeServer()
+    """Fresh, empty in-process servers with Lua support: one per (host, port).
+
+    ``redis.Redis()`` and ``redis.Redis(port=6379)`` share one server; every
+    other address (e.g. ports 6380-6383 for Redlock masters) gets its own.
+    """
+    servers: dict[tuple[str, int], fakeredis.FakeServer] = {
+        ("localhost", DEFAULT_PORT): fakeredis.FakeServer()
+    }
 
     class FakeRedisOnServer(fakeredis.FakeRedis):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("server", server)
+            if "server" not in kwargs:
+                host, port = _address(args, kwargs)
+                address = ("localhost" if host in _LOOPBACK_NAMES else host, port)
+                if address not in servers:
+                    servers[address] = fakeredis.FakeServer()
+                kwargs["server"] = servers[address]
             super().__init__(*args, **kwargs)
 
     return Backend("fakeredis", FakeRedisOnServer)
 
 
-def real_backend(executor: RedisExecutor) -> Backend:
-    """Clients for a running server, which is flushed first so each test starts empty."""
-    host, port = executor.host, executor.port
+def real_backend(
+    executor: RedisExecutor, masters: Sequence[RedisExecutor] | None = None
+) -> Backend:
+    """Clients for running servers, which are flushed first so each test starts empty.
+
+    A plain ``redis.Redis()`` reaches ``executor``. With ``masters`` (four more
+    servers), ``redis.Redis(port=6380)`` .. ``port=6383`` reach them, so docs
+    examples written for five local masters run against five real processes.
+    """
+    by_port: Mapping[int, RedisExecutor] = dict(
+        zip(MASTER_PORTS, [executor, *(masters or ())], strict=False)
+    )
     original: type[redis.Redis] = redis.Redis
 
     class RedisOnTestServer(original):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("host", host)
-            kwargs.setdefault("port", port)
+            if len(args) > 2:
+                raise TypeError("pass redis.Redis arguments after host and port by keyword")
+            host, port = _address(args, kwargs)
+            if _is_master_port(host, port):
+                target = by_port.get(port)
+                if target is None:
+                    raise ValueError(
+                        f"port {port} is a Redlock master port, but this backend was built "
+                        "without the extra master servers (real_backend(..., masters=...))"
+                    )
+                host, port = target.host, target.port
+            kwargs["host"], kwargs["port"] = host, port
             kwargs.setdefault("socket_timeout", 5.0)
-            super().__init__(*args, **kwargs)
+            super().__init__(**kwargs)
 
-    with original(host=host, port=port) as admin:
-        admin.flushall()
-        admin.script_flush()
+    for target in by_port.values():
+        with original(host=target.host, port=target.port) as admin:
+            admin.flushall()
+            admin.script_flush()
     return Backend("redis-server", RedisOnTestServer)
 
 

@@ -9,8 +9,11 @@ from lockguide.errors import (
     AlreadyAcquired,
     BadArgument,
     BadArgumentType,
+    ExtensionLimitReached,
     LockError,
     LockLost,
+    MajorityLost,
+    NoQuorum,
     NotAcquired,
     NotOwned,
     RenewalFailed,
@@ -19,23 +22,36 @@ from lockguide.errors import (
 )
 from lockguide.fencing import FencedLock, FencedStore, SqlFencedStore, Stored, WriteResult
 from lockguide.lock import Lock
+from lockguide.redlock import Attempt, Redlock
 from lockguide.renewal import Watchdog
 from lockguide.tokens import new_lock_value
-from lockguide.validity import Verdict, drift_ms, judge, quorum, validity_ms
+from lockguide.validity import (
+    Verdict,
+    drift_ms,
+    judge,
+    quorum,
+    ttl_for_validity,
+    validity_ms,
+)
 from lockguide.versioned import CasResult, Versioned, VersionedValue
 
 __all__ = [
     "AlreadyAcquired",
+    "Attempt",
     "BadArgument",
     "BadArgumentType",
     "CasResult",
+    "ExtensionLimitReached",
     "FencedLock",
     "FencedStore",
     "Lock",
     "LockError",
     "LockLost",
+    "MajorityLost",
+    "NoQuorum",
     "NotAcquired",
     "NotOwned",
+    "Redlock",
     "RenewalFailed",
     "SqlFencedStore",
     "StaleToken",
@@ -50,5 +66,6 @@ __all__ = [
     "judge",
     "new_lock_value",
     "quorum",
+    "ttl_for_validity",
     "validity_ms",
 ]

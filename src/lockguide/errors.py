@@ -150,3 +150,82 @@ class RenewalFailed(LockLost):
             "someone else now; do not write to the resource, and treat work done "
             "since the last successful renewal as suspect.",
         )
+
+
+class NoQuorum(NotAcquired):
+    """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
+
+    Raised by ``with redlock:`` when the attempt ends without the lock. The
+    counts come from the last try: masters that granted the key, masters that
+    refused it (another owner holds it there) and masters that failed: an error,
+    or no answer within the per-node timeout. Whatever was granted has already been released
+    on every master. The protected work did **not** run.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        waited_ms: float,
+        *,
+        granted: int,
+        refused: int,
+        failed: int,
+        needed: int,
+    ) -> None:
+        self.key = key
+        self.waited_ms = waited_ms
+        self.granted = granted
+        self.refused = refused
+        self.failed = failed
+        self.needed = needed
+        LockError.__init__(
+            self,
+            f"lock {key!r}: no majority after {waited_ms:.0f} ms (last try: {granted} granted, "
+            f"{refused} refused, {failed} failed or did not answer; {needed} needed, with validity "
+            "left). The protected work did not run: retry later, wait longer (timeout_ms), "
+            "or bring the failed masters back.",
+        )
+
+
+class MajorityLost(LockLost):
+    """Fewer than a majority of masters still held this Redlock holder's value.
+
+    Raised by :meth:`Redlock.release` and :meth:`Redlock.extend`. The lease
+    expired on enough masters (or they restarted empty, or did not answer) that
+    another client may have won a majority meanwhile. ``confirmed`` masters
+    still had the value; the rest were left untouched if someone else holds
+    them. Treat work done near or after the deadline as suspect.
+    """
+
+    def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
+        self.key = key
+        self.confirmed = confirmed
+        self.needed = needed
+        self.masters = masters
+        LockError.__init__(
+            self,
+            f"cannot {action} lock {key!r}: only {confirmed} of {masters} masters still held "
+            f"this holder's value ({needed} needed). The lease expired, a master lost the key, "
+            "or masters did not answer; another client may hold the lock. Work done under it "
+            "may have overlapped another holder: only a fencing check at the resource can "
+            "refuse it.",
+        )
+
+
+class ExtensionLimitReached(LockError):
+    """A Redlock refused to extend its lease again: it was extended ``max_extensions`` times.
+
+    Nothing was sent. The lock is still held until its current validity runs out.
+    A bound on extensions keeps a stuck holder from keeping the lock forever:
+    finish (or abandon) the work and release, or construct the Redlock with a
+    larger ``max_extensions`` if the work legitimately takes longer.
+    """
+
+    def __init__(self, key: str, max_extensions: int) -> None:
+        self.key = key
+        self.max_extensions = max_extensions
+        super().__init__(
+            f"lock {key!r} has already been extended {max_extensions} times (max_extensions); "
+            "it stays held until its current validity runs out. Release it when the work is "
+            "done, or allow more extensions."
+        )

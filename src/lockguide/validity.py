@@ -13,6 +13,9 @@ All durations are milliseconds.
   ``ttl - elapsed - drift``, where *elapsed* is measured on the client's
   monotonic clock from before the first request was sent.
 * ``quorum(n)`` is the majority Redlock needs: ``n // 2 + 1``.
+* ``ttl_for_validity(validity, elapsed)`` runs the first formula backwards: the
+  smallest TTL that still leaves ``validity`` ms after an acquisition that took
+  ``elapsed`` ms.
 """
 
 from __future__ import annotations
@@ -46,6 +49,22 @@ def validity_ms(
     even if the servers said yes.
     """
     return ttl_ms - elapsed_ms - drift_ms(ttl_ms, drift_factor, drift_floor_ms)
+
+
+def ttl_for_validity(
+    validity_ms: float,
+    elapsed_ms: float,
+    drift_factor: float = DEFAULT_DRIFT_FACTOR,
+    drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
+) -> float:
+    """Smallest TTL that leaves ``validity_ms`` after an acquisition of ``elapsed_ms``.
+
+    Solves ``validity = ttl - elapsed - (ttl * factor + floor)`` for ``ttl``:
+    ``ttl = (validity + elapsed + floor) / (1 - factor)``.
+    """
+    if not 0 <= drift_factor < 1:
+        raise ValueError("drift_factor must be in [0, 1)")
+    return (validity_ms + elapsed_ms + drift_floor_ms) / (1 - drift_factor)
 
 
 def quorum(n_masters: int) -> int:

@@ -1,0 +1,184 @@
+"""One acquire+release cycle, side by side: lockguide against the Python peers.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.redlock_bench
+
+It starts five ``redis-server`` processes of its own on free loopback ports,
+then times, for each implementation, many acquire+release cycles of a lock
+nobody else wants (the uncontended fast path). The implementations take turns
+in rounds, in a rotating order, so a noisy moment on the machine is shared
+rather than landing on one of them. It prints the median cycle and its ratio to
+the floor: ``SET NX PX`` plus ``EVALSHA`` of the release script on one node,
+issued through redis-py, which is the least any lock with a safe release can do.
+
+Nothing here is part of the test suite; ``tests/test_redlock_bench.py`` only
+checks that the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.metadata
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from bench.servers import five_masters, server_version
+from lockguide import Lock, Redlock
+from lockguide._scripts import RELEASE
+
+TTL_MS = 10_000
+
+
+@dataclass
+class Contender:
+    name: str
+    cycle: Callable[[], object]
+    samples: list[float]
+
+
+def contenders(masters: list[redis.Redis]) -> list[Contender]:
+    """Each contender runs one acquire+release of its own key per call."""
+    from pottery import Redlock as PotteryRedlock
+    from redlock import Redlock as RedlockPy
+
+    one = masters[0]
+    value = "f" * 40
+
+    def floor() -> None:
+        one.set("bench:floor", value, nx=True, px=TTL_MS)
+        RELEASE(one, ("bench:floor",), (value,))
+
+    ours = Lock(one, "bench:lock", ttl_ms=TTL_MS)
+
+    def lockguide_lock() -> None:
+        ours.acquire(blocking=False)
+        ours.release()
+
+    theirs = one.lock("bench:redis-py", timeout=TTL_MS / 1000)
+
+    def redis_py_lock() -> None:
+        theirs.acquire(blocking=False)
+        theirs.release()
+
+    ours5 = Redlock(masters, "bench:redlock", ttl_ms=TTL_MS)
+
+    def lockguide_redlock() -> None:
+        ours5.acquire(blocking=False)
+        ours5.release()
+
+    pottery = PotteryRedlock(
+        key="bench:pottery", masters=frozenset(masters), auto_release_time=TTL_MS / 1000
+    )
+
+    def pottery_redlock() -> None:
+        pottery.acquire(blocking=False)
+        pottery.release()
+
+    dlm = RedlockPy(masters, retry_count=1)
+
+    def redlock_py() -> None:
+        held = dlm.lock("bench:redlock-py", TTL_MS)
+        dlm.unlock(held)
+
+    n = len(masters)
+    return [
+        Contender("floor: SET NX PX + EVALSHA, one node", floor, []),
+        Contender("lockguide Lock, one node", lockguide_lock, []),
+        Contender("redis-py Lock, one node", redis_py_lock, []),
+        Contender(f"lockguide Redlock, {n} masters", lockguide_redlock, []),
+        Contender(f"pottery Redlock, {n} masters", pottery_redlock, []),
+        Contender(f"redlock-py, {n} masters", redlock_py, []),
+    ]
+
+
+def measure(group: list[Contender], rounds: int, cycles: int, warmup: int) -> None:
+    for contender in group:  # warm up: connections, script loads, caches
+        for _ in range(warmup):
+            contender.cycle()
+    clock = time.perf_counter_ns
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            turn = r % len(group)
+            for contender in group[turn:] + group[:turn]:
+                cycle, samples = contender.cycle, contender.samples
+                for _ in range(cycles):
+                    start = clock()
+                    cycle()
+                    samples.append(clock() - start)
+            gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def machine(masters: list[redis.Redis]) -> list[str]:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}" for name in ("redis", "pottery", "redlock-py")
+    )
+    return [
+        f"machine: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+        f"python {platform.python_version()}, {versions}",
+        f"servers: {len(masters)} x redis-server {server_version(masters[0])} on 127.0.0.1",
+    ]
+
+
+def table(group: list[Contender]) -> list[str]:
+    medians = {c.name: statistics.median(c.samples) / 1000 for c in group}
+    floor = medians[group[0].name]
+    width = max(len(c.name) for c in group)
+    lines = [
+        f"| {'implementation':<{width}} | median cycle (us) | ratio to floor |",
+        f"| {'-' * width} | ----------------: | -------------: |",
+    ]
+    for c in group:
+        lines.append(
+            f"| {c.name:<{width}} | {medians[c.name]:17.0f} | {medians[c.name] / floor:13.2f}x |"
+        )
+    ours, pottery, redlock_py = (medians[c.name] for c in group[3:6])
+    lines += [
+        "",
+        f"lockguide Redlock vs pottery: {pottery / ours:.1f}x faster; "
+        f"vs redlock-py: {redlock_py / ours:.1f}x faster",
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20, help="turns each contender takes")
+    parser.add_argument("--cycles", type=int, default=100, help="cycles per turn")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
+    args = parser.parse_args(argv)
+    with five_masters() as masters:
+        group = contenders(masters)
+        measure(group, args.rounds, args.cycles, args.warmup)
+        samples = args.rounds * args.cycles
+        print("\n".join(machine(masters)))
+        print(f"samples: {samples} acquire+release cycles per implementation, median shown")
+        print()
+        print("\n".join(table(group)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
