@@ -3,17 +3,13 @@ and the API reference, checked in their Markdown and in the strictly built site.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import REQUIRE_REAL_ENV
-from tests.test_docs import DOCS, ROOT
+from tests.sitebuild import SiteBuild
+from tests.test_docs import DOCS
 
 CHECKLIST = DOCS / "checklist.md"
 
@@ -76,32 +72,23 @@ def test_the_markdown_to_copy_lists_exactly_the_items_on_the_page() -> None:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("guide-site") / "site"
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+def site(built_site: SiteBuild) -> Path:
+    """The session's one strict build (tests/sitebuild.py), shared with the browser suite."""
+    assert built_site.ok, built_site.log
+    return built_site.site_dir
 
 
 def html(site: Path, page: str) -> str:
     return (site / page / "index.html").read_text("utf-8")
 
 
-def test_the_calculator_renders_in_the_glossary_and_its_script_loads_everywhere(
+def test_the_calculator_renders_on_the_arithmetic_page_and_its_script_loads_everywhere(
     site: Path,
 ) -> None:
-    glossary = html(site, "glossary")
-    assert glossary.count("data-validity-calculator") == 1
+    arithmetic = html(site, "redlock/validity")
+    assert arithmetic.count("data-validity-calculator") == 1
     for name in ("ttl", "elapsed", "factor", "nodes", "votes"):
-        assert f'name="{name}"' in glossary
+        assert f'name="{name}"' in arithmetic
     for page in ("", "deciding", "checklist", "debate/claim", "reference/validity"):
         assert "javascripts/validity-calculator.js" in html(site, page), page
     assert (site / "javascripts" / "validity-calculator.js").is_file()
@@ -140,29 +127,3 @@ def test_the_checklist_page_has_checkboxes_a_copy_block_and_a_print_stylesheet(
     css = (site / "stylesheets" / "print.css").read_text("utf-8")
     for hidden in (".md-header", ".md-sidebar", ".md-footer", ".lg-no-print"):
         assert hidden in css
-
-
-def test_the_checklist_prints_on_one_page(site: Path, tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        reason = "chromium is not on PATH to print the page with (apt-get install chromium)"
-        if os.environ.get(REQUIRE_REAL_ENV) == "1":
-            pytest.fail(f"{REQUIRE_REAL_ENV}=1 (CI) but {reason}", pytrace=False)
-        pytest.skip(reason)
-    pdf = tmp_path / "checklist.pdf"
-    subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-pdf-header-footer",
-            f"--print-to-pdf={pdf}",
-            (site / "checklist" / "index.html").as_uri(),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    pages = re.findall(rb"/Type\s*/Page(?![s\w])", pdf.read_bytes())
-    assert len(pages) == 1
