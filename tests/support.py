@@ -19,6 +19,8 @@ import pytest
 import redis
 from pytest_redis.executor import RedisExecutor
 
+from lockguide import _multiplex
+
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"
 
@@ -250,3 +252,53 @@ def start_postgres() -> tuple[Any, Path]:
     )
     executor.start()
     return executor, base
+
+
+def record_requests(monkeypatch: pytest.MonkeyPatch, clients: list[redis.Redis]) -> list[Any]:
+    """Everything these clients connect or send, by any route: the client's own
+    ``execute_command``, new connections of its pool's class, and the commands the
+    locks send on their own connections (``lockguide._multiplex``)."""
+    seen: list[Any] = []
+    for client in clients:
+        base: type[Any] = client.connection_pool.connection_class
+
+        class Recording(base):  # type: ignore[misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                seen.append("new connection")
+                super().__init__(*args, **kwargs)
+
+            def connect(self) -> None:
+                seen.append("connect")
+                super().connect()
+
+            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+                seen.append(command)
+                super().send_packed_command(command, check_health)
+
+        monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
+        monkeypatch.setattr(client, "execute_command", lambda *a, **k: seen.append(a))
+    real_send = _multiplex.send_all_read_all
+
+    def recording_send(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        seen.extend(commands)
+        return real_send(nodes, commands, *args, **kwargs)
+
+    monkeypatch.setattr(_multiplex, "send_all_read_all", recording_send)
+    return seen
+
+
+def lose_replies_to(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:
+    """Commands a lock sends that contain ``marker`` reach Redis and run, but their
+    reply is lost: the caller sees ``redis.exceptions.TimeoutError`` instead."""
+    real_send = _multiplex.send_all_read_all
+
+    def reply_lost(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        replies = real_send(nodes, commands, *args, **kwargs)
+        return [
+            redis.exceptions.TimeoutError("the reply was lost after the command ran")
+            if marker in command
+            else reply
+            for command, reply in zip(commands, replies, strict=True)
+        ]
+
+    monkeypatch.setattr(_multiplex, "send_all_read_all", reply_lost)

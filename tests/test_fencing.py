@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lockguide import (
     BadArgument,
@@ -24,22 +24,10 @@ from lockguide import (
     WriteResult,
 )
 from lockguide.fencing import FENCED_ACQUIRE, MAX_TOKEN
-from tests.support import Backend
+from tests.support import Backend, lose_replies_to, record_requests
 
 KEY = "lock:ledger"
 DATA = "ledger:balance"
-
-
-def record_commands(monkeypatch: pytest.MonkeyPatch, client: redis.Redis) -> list[tuple[Any, ...]]:
-    sent: list[tuple[Any, ...]] = []
-    real = client.execute_command
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        sent.append(args)
-        return real(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(client, "execute_command", recording)
-    return sent
 
 
 def refuse_all_commands(monkeypatch: pytest.MonkeyPatch, client: redis.Redis) -> list[Any]:
@@ -77,11 +65,13 @@ def test_acquire_and_token_are_one_round_trip(
     warm = FencedLock(r, KEY, ttl_ms=5_000)
     warm.acquire()
     warm.release()  # the script is loaded now
-    sent = record_commands(monkeypatch, r)
+    sent = record_requests(monkeypatch, [r])
     lock = FencedLock(r, KEY, ttl_ms=5_000)
     assert lock.acquire(blocking=False)
-    assert len(sent) == 1
-    assert sent[0][:2] == ("EVALSHA", FENCED_ACQUIRE.sha)
+    commands = [c for c in sent if isinstance(c, bytes)]
+    assert len(commands) == 1, "lock and token come from one request"
+    assert commands[0].startswith(b"*7\r\n$7\r\nEVALSHA\r\n")
+    assert FENCED_ACQUIRE.sha.encode() in commands[0]
     assert lock.token == 2
 
 
@@ -146,18 +136,13 @@ def test_fenced_acquire_survives_a_script_flush(r: redis.Redis) -> None:
     assert lock.token == 2
 
 
-def test_a_lost_reply_does_not_leave_the_lock_behind(backend: Backend) -> None:
-    class ReplyLost(backend.redis_class):  # type: ignore[name-defined, misc]
-        def evalsha(self, sha: str, *args: Any) -> Any:
-            reply = super().evalsha(sha, *args)
-            if sha == FENCED_ACQUIRE.sha:
-                raise RedisConnectionError("connection reset after the script ran")
-            return reply
-
-    flaky = ReplyLost()
-    with pytest.raises(RedisConnectionError):
-        FencedLock(flaky, KEY, ttl_ms=30_000).acquire()
-    assert backend.client().exists(KEY) == 0
+def test_a_lost_reply_does_not_leave_the_lock_behind(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lose_replies_to(monkeypatch, FENCED_ACQUIRE.sha.encode())
+    with pytest.raises(RedisTimeoutError):
+        FencedLock(r, KEY, ttl_ms=30_000).acquire()
+    assert r.exists(KEY) == 0
 
 
 # -- the resource side ---------------------------------------------------------------

@@ -22,11 +22,12 @@ from lockguide import (
     NoQuorum,
     NotOwned,
     Redlock,
+    _multiplex,
     ttl_for_validity,
     validity_ms,
 )
 from lockguide._multiplex import send_all_read_all
-from tests.support import Backend
+from tests.support import Backend, record_requests
 
 KEY = "lock:test"
 OTHER = "someone else's value"
@@ -96,31 +97,7 @@ def round_trips_take(monkeypatch: pytest.MonkeyPatch, clock: SteppedClock, ms: f
         clock.advance_ms(ms)
         return replies
 
-    monkeypatch.setattr(redlock_module, "send_all_read_all", slow)
-
-
-def record_requests(monkeypatch: pytest.MonkeyPatch, clients: list[redis.Redis]) -> list[Any]:
-    """Everything any of these clients connects or sends, by any route."""
-    seen: list[Any] = []
-    for client in clients:
-        base: type[Any] = client.connection_pool.connection_class
-
-        class Recording(base):  # type: ignore[misc]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                seen.append("new connection")
-                super().__init__(*args, **kwargs)
-
-            def connect(self) -> None:
-                seen.append("connect")
-                super().connect()
-
-            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                seen.append(command)
-                super().send_packed_command(command, check_health)
-
-        monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
-        monkeypatch.setattr(client, "execute_command", lambda *a, **k: seen.append(a))
-    return seen
+    monkeypatch.setattr(_multiplex, "send_all_read_all", slow)
 
 
 # -- acquiring ----------------------------------------------------------------------
@@ -190,7 +167,7 @@ def test_a_master_whose_reply_was_lost_is_released_too(
             replies[4] = RedisTimeoutError("Timeout reading from socket")
         return replies
 
-    monkeypatch.setattr(redlock_module, "send_all_read_all", reply_lost_after_set)
+    monkeypatch.setattr(_multiplex, "send_all_read_all", reply_lost_after_set)
     hold_elsewhere(masters, 0, 1, 2)
     lock = Redlock(masters, KEY, ttl_ms=30_000)
     assert not lock.acquire(blocking=False)

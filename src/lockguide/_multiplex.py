@@ -55,7 +55,7 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-__all__ = ["Node", "node_for", "pack", "send_all_read_all"]
+__all__ = ["Node", "node_for", "pack", "run_script", "send_all_read_all"]
 
 #: redis-py's connection classes are not typed; this module treats them as ``Any``.
 Connection = Any
@@ -415,3 +415,28 @@ def _read_generic(
     results[i] = reply
     conns[i] = None
     node.put(conn)
+
+
+def run_script(
+    nodes: Sequence[Node], source: str, commands: Sequence[bytes], timeout_s: float
+) -> list[Any]:
+    """Send ``EVALSHA`` commands (``commands[i]`` to ``nodes[i]``) and read the replies.
+
+    A node that answers ``NOSCRIPT`` (first use there, a restart, ``SCRIPT
+    FLUSH``) is sent ``SCRIPT LOAD`` of ``source`` pipelined with the same
+    ``EVALSHA`` once more; its reply replaces the ``NOSCRIPT`` one. Other
+    results are as :func:`send_all_read_all` returns them.
+    """
+    replies = send_all_read_all(nodes, commands, timeout_s)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        load = pack(b"SCRIPT", b"LOAD", source.encode())
+        again = send_all_read_all(
+            [nodes[i] for i in missing],
+            [load + commands[i] for i in missing],
+            timeout_s,
+            replies=2,
+        )
+        for i, reply in zip(missing, again, strict=True):
+            replies[i] = reply
+    return replies

@@ -35,10 +35,6 @@ class LuaScript:
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
-    def command(self, keys: tuple[str, ...], args: tuple[str | int, ...]) -> tuple[Any, ...]:
-        """The raw ``EVALSHA`` command, for callers that pipeline or multiplex it."""
-        return ("EVALSHA", self.sha, len(keys), *keys, *args)
-
 
 RELEASE = LuaScript("release.lua")
 EXTEND = LuaScript("extend.lua")

@@ -182,18 +182,21 @@ class FencedLock(Lock):
     def _try_set(self, value: str) -> bool:
         try:
             token = int(
-                FENCED_ACQUIRE(self._client, (self._key, self._counter_key), (value, self._ttl_ms))
+                self._script(FENCED_ACQUIRE, (self._key, self._counter_key), (value, self._ttl_ms))
             )
-        except RedisError:
+        except (RedisError, OSError):
             # As for Lock: the reply may be lost after the script ran. Remove our
             # value if it is there; the token it drew is simply never used.
-            with contextlib.suppress(RedisError):
-                RELEASE(self._client, (self._key,), (value,))
+            with contextlib.suppress(RedisError, OSError):
+                self._script(RELEASE, (self._key,), (value,))
             raise
         if token == 0:
             return False
         self._token = token
         return True
+
+    def _forget_token(self) -> None:
+        self._token = None
 
 
 @dataclass(frozen=True)

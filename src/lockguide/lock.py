@@ -15,7 +15,15 @@ The story this class is written against, in order:
 
 So the lock keeps its own deadline, measured on this process's monotonic clock
 from *before* the ``SET`` was sent, and reports it through
-:meth:`Lock.validity_remaining_ms`. Check it before doing anything you could not
+:meth:`Lock.validity_remaining_ms`. A grant whose reply came back after that
+deadline is released at once and counts as a failure.
+
+Every request is sent once, on a connection the lock makes from the client's
+settings, and waits at most ``request_timeout_ms`` for its reply. It is never
+retried blindly: a ``SET NX`` repeated after a lost reply would find the
+holder's own key and report the lock as taken by someone else, and a server
+that does not answer would cost the client's whole retry schedule instead of
+one timeout. Check it before doing anything you could not
 undo, and protect the resource itself with a fencing token when correctness
 depends on it.
 """
@@ -25,18 +33,23 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import redis
 from redis.exceptions import RedisError
 
-from lockguide import _validate
-from lockguide._scripts import EXTEND, RELEASE
-from lockguide.errors import AlreadyAcquired, LockLost, NotAcquired, NotOwned
+from lockguide import _multiplex, _validate
+from lockguide._scripts import EXTEND, RELEASE, LuaScript
+from lockguide.errors import AlreadyAcquired, BadArgument, LockLost, NotAcquired, NotOwned
 from lockguide.tokens import new_lock_value
 from lockguide.validity import DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS, drift_ms
 
-__all__ = ["Lock"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
+
+#: How long one request waits for Redis when no ``request_timeout_ms`` is given.
+DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
 
 _UNSET: float = -1.0
 
@@ -45,8 +58,8 @@ class Lock:
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
-        client: a connected ``redis.Redis`` (its ``socket_timeout`` bounds how
-            long an unresponsive server can stall a call: set one).
+        client: a ``redis.Redis``; the lock uses its address, credentials and
+            encoding, on connections of its own.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a positive ``int`` of milliseconds. After this long
             Redis deletes the key whether or not the holder is finished.
@@ -54,6 +67,9 @@ class Lock:
             ``None`` waits as long as it takes.
         retry_delay_ms: the ``(low, high)`` range from which each pause between
             attempts is drawn at random, so competing clients do not retry in step.
+        request_timeout_ms: how long one request may wait for Redis (connecting
+            included). A server that does not answer costs this much per call,
+            and the call raises ``redis.exceptions.TimeoutError``.
 
     Example::
 
@@ -72,12 +88,19 @@ class Lock:
         *,
         timeout_ms: float | None = None,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
+        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> None:
         self._client = _validate.check_client(client)
         self._key = _validate.check_key(key)
         self._ttl_ms = _validate.check_ttl_ms(ttl_ms)
         self._timeout_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
         self._retry_delay_ms = _validate.check_delay_range(retry_delay_ms)
+        request_timeout = _validate.check_duration_ms(request_timeout_ms, "request_timeout_ms")
+        if not request_timeout:
+            raise BadArgument("request_timeout_ms must be > 0: every request needs time to answer")
+        self._request_timeout_s = request_timeout / 1000.0
+        self._node = _multiplex.node_for(self._client, self._request_timeout_s)
+        self._encode: Callable[[Any], bytes] = self._client.get_encoder().encode
         self._value: str | None = None
         self._deadline = 0.0
 
@@ -141,9 +164,15 @@ class Lock:
         while True:
             started = time.monotonic()
             if self._try_set(value):
-                self._value = value
-                self._deadline = started + self._usable_ms(self._ttl_ms) / 1000.0
-                return True
+                deadline = started + self._usable_ms(self._ttl_ms) / 1000.0
+                if time.monotonic() < deadline:
+                    self._value = value
+                    self._deadline = deadline
+                    return True
+                # Granted, but the reply took the whole lease: no use to anyone.
+                self._forget_token()
+                with contextlib.suppress(RedisError, OSError):
+                    self._script(RELEASE, (self._key,), (value,))
             if not blocking:
                 return False
             pause = random.uniform(*self._retry_delay_ms) / 1000.0
@@ -163,7 +192,7 @@ class Lock:
                 and it was left untouched.
         """
         value = self._take_value("release")
-        if RELEASE(self._client, (self._key,), (value,)) != 1:
+        if self._script(RELEASE, (self._key,), (value,)) != 1:
             raise LockLost(self._key, "release")
 
     def extend(self, ttl_ms: int | None = None) -> None:
@@ -180,7 +209,7 @@ class Lock:
         if self._value is None:
             raise NotOwned(self._key, "extend")
         started = time.monotonic()
-        if EXTEND(self._client, (self._key,), (self._value, new_ttl)) != 1:
+        if self._script(EXTEND, (self._key,), (self._value, new_ttl)) != 1:
             self._value = None
             raise LockLost(self._key, "extend")
         self._deadline = started + self._usable_ms(new_ttl) / 1000.0
@@ -206,14 +235,48 @@ class Lock:
     # -- internals ---------------------------------------------------------------
 
     def _try_set(self, value: str) -> bool:
+        """One ``SET key value NX PX ttl``; True if Redis stored it."""
+        command = _multiplex.pack(
+            b"SET",
+            self._encode(self._key),
+            self._encode(value),
+            b"NX",
+            b"PX",
+            self._encode(self._ttl_ms),
+        )
         try:
-            return bool(self._client.set(self._key, value, nx=True, px=self._ttl_ms))
-        except RedisError:
+            return self._request(command) is not None
+        except (RedisError, OSError):
             # The reply may have been lost after Redis stored the key: clean up
             # our own value (if it is there) so it does not block others for a TTL.
-            with contextlib.suppress(RedisError):
-                RELEASE(self._client, (self._key,), (value,))
+            with contextlib.suppress(RedisError, OSError):
+                self._script(RELEASE, (self._key,), (value,))
             raise
+
+    def _forget_token(self) -> None:
+        """Hook for subclasses that draw something with the grant (a fencing token)."""
+
+    def _request(self, command: bytes) -> Any:
+        """Send one packed command on this lock's connection; return the reply or raise."""
+        reply = _multiplex.send_all_read_all((self._node,), (command,), self._request_timeout_s)[0]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def _script(self, script: LuaScript, keys: tuple[str, ...], args: tuple[str | int, ...]) -> Any:
+        """Run a Lua script by ``EVALSHA`` (loading it on ``NOSCRIPT``); reply or raise."""
+        command = _multiplex.pack(
+            b"EVALSHA",
+            script.sha.encode(),
+            self._encode(len(keys)),
+            *(self._encode(part) for part in (*keys, *args)),
+        )
+        reply = _multiplex.run_script(
+            (self._node,), script.source, (command,), self._request_timeout_s
+        )[0]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
 
     def _take_value(self, action: str) -> str:
         value = self._value

@@ -36,10 +36,9 @@ from types import TracebackType
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
-from lockguide import _validate
-from lockguide._multiplex import Node, node_for, pack, send_all_read_all
+from lockguide import _multiplex, _validate
+from lockguide._multiplex import Node, node_for
 from lockguide._scripts import EXTEND, RELEASE, LuaScript
 from lockguide.errors import (
     AlreadyAcquired,
@@ -446,7 +445,7 @@ class Redlock:
     def _try_set(self, value: str, started: float) -> bool:
         """One try: SET NX PX on every master; True if it won (majority, validity left)."""
         tail = b"$%d\r\n%s\r\n" % (len(value), value.encode()) + self._set_tail
-        replies = send_all_read_all(
+        replies = _multiplex.send_all_read_all(
             self._nodes, [head + tail for head in self._set_heads], self._node_timeout_s
         )
         elapsed_ms = (_now() - started) * 1000.0
@@ -466,20 +465,7 @@ class Redlock:
         count = b"*%d\r\n" % (5 + len(extra))  # EVALSHA sha numkeys key value *extra
         tail = _bulk(value.encode()) + b"".join(_bulk(str(a).encode()) for a in extra)
         commands = [count + head + tail for head in self._script_heads[script]]
-        replies = send_all_read_all(self._nodes, commands, self._node_timeout_s)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:
-            # First use on that master, or a restart / SCRIPT FLUSH: load, then run.
-            load = pack(b"SCRIPT", b"LOAD", script.source.encode())
-            again = send_all_read_all(
-                [self._nodes[i] for i in missing],
-                [load + commands[i] for i in missing],
-                self._node_timeout_s,
-                replies=2,
-            )
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        return replies
+        return _multiplex.run_script(self._nodes, script.source, commands, self._node_timeout_s)
 
     @staticmethod
     def _count_ones(replies: list[Any]) -> int:

@@ -1,0 +1,60 @@
+"""A server that stops answering costs the caller at most the lock's request timeout.
+
+Real servers only: the server process is frozen with SIGSTOP, which no fake can imitate.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from pytest_redis.executor import RedisExecutor
+
+from lockguide import Lock
+from tests.support import start_redis_server
+
+pytestmark = pytest.mark.real_redis
+
+REQUEST_TIMEOUT_MS = 200
+
+
+@pytest.fixture
+def frozen_server(tmp_path: Path) -> Iterator[RedisExecutor]:
+    """A dedicated server, frozen with SIGSTOP for the test and resumed afterwards."""
+    executor = start_redis_server(tmp_path / "frozen")
+    pid = executor.process.pid if executor.process else None
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield executor
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        executor.stop()
+
+
+def test_acquire_on_a_frozen_server_fails_within_the_request_timeout(
+    frozen_server: RedisExecutor,
+) -> None:
+    # A client as most code creates it: no socket timeout, redis-py's default retries.
+    client = redis.Redis(host=frozen_server.host, port=frozen_server.port)
+    lock = Lock(
+        client,
+        "lock:frozen",
+        ttl_ms=10_000,
+        timeout_ms=5_000,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    started = time.monotonic()
+    with pytest.raises(redis.exceptions.TimeoutError):
+        lock.acquire()
+    waited_ms = (time.monotonic() - started) * 1000
+    # The SET times out, then the clean-up release times out too: two request timeouts,
+    # not the 5 s blocking timeout, not a retry schedule, not a hang. The margin absorbs
+    # a noisy machine.
+    assert waited_ms < 2 * REQUEST_TIMEOUT_MS + 1_000
+    assert not lock.held
