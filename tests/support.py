@@ -20,6 +20,7 @@ import redis
 from pytest_redis.executor import RedisExecutor
 
 from lockguide import _multiplex
+from lockguide.audit import servers
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"
@@ -59,22 +60,11 @@ def redis_server_executable() -> str:
 
 
 def start_redis_server(datadir: Path, *, appendonly: bool = False) -> RedisExecutor:
-    """Start one independent ``redis-server`` on a free loopback port and wait for it."""
-    datadir.mkdir(parents=True, exist_ok=True)
-    port = port_for.get_port(None)
-    assert port is not None, "no free loopback port"
-    executor = RedisExecutor(
-        executable=redis_server_executable(),
-        databases=16,
-        redis_timeout=30,
-        loglevel="warning",
-        host=LOOPBACK,
-        port=port,
-        datadir=datadir,
-        startup_timeout=30,
-        appendonly="yes" if appendonly else "no",
+    """Start one independent ``redis-server`` on a free loopback port and wait for it
+    (the audit's starter: pytest-redis's ``RedisExecutor``, one mechanism for both)."""
+    executor: RedisExecutor = servers.start_redis_server(
+        datadir, executable=redis_server_executable(), appendonly=appendonly
     )
-    executor.start()
     return executor
 
 

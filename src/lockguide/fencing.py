@@ -30,7 +30,6 @@ import contextlib
 import re
 import sqlite3
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal, Protocol
 
 import redis
@@ -42,7 +41,6 @@ from lockguide.errors import (
     BadArgument,
     BadArgumentType,
     LockLost,
-    NotAcquired,
     NotOwned,
     StaleToken,
 )
@@ -160,20 +158,6 @@ class FencedLock(Lock):
         except LockLost:
             self._token = None
             raise
-
-    def __enter__(self) -> FencedLock:
-        if not self.acquire():
-            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-            raise NotAcquired(self._key, waited)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         state = f"held, token {self._token}" if self.held else "not held"

@@ -35,7 +35,7 @@ import random
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import redis
 from redis.exceptions import RedisError
@@ -214,7 +214,7 @@ class Lock:
             raise LockLost(self._key, "extend")
         self._deadline = started + self._usable_ms(new_ttl) / 1000.0
 
-    def __enter__(self) -> Lock:
+    def __enter__(self) -> Self:
         if not self.acquire():
             waited = self._timeout_ms if self._timeout_ms is not None else 0.0
             raise NotAcquired(self._key, waited)

@@ -29,7 +29,9 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot be started here (a missing binary or package)."""
 
 
-def start_redis_server(datadir: Path, *, executable: str | None = None) -> Any:
+def start_redis_server(
+    datadir: Path, *, executable: str | None = None, appendonly: bool = False
+) -> Any:
     """Start one independent ``redis-server`` on a free loopback port and wait for it.
 
     Returns the running ``RedisExecutor``; call ``.stop()`` on it when done.
@@ -61,7 +63,7 @@ def start_redis_server(datadir: Path, *, executable: str | None = None) -> Any:
         port=port,
         datadir=datadir,
         startup_timeout=30,
-        appendonly="no",
+        appendonly="yes" if appendonly else "no",
     )
     executor.start()
     return executor
