@@ -18,7 +18,14 @@ timelines draw themselves with :func:`lockguide.scenarios.plot.figure`
 (matplotlib, a development dependency).
 """
 
-from lockguide.scenarios.bench import Bench, FailoverPair, FakeBench, RealBench, ServerHandle
+from lockguide.scenarios.bench import (
+    Bench,
+    ClientBench,
+    FailoverPair,
+    FakeBench,
+    RealBench,
+    ServerHandle,
+)
 from lockguide.scenarios.clock import Clock, RealClock, VirtualClock
 from lockguide.scenarios.core import (
     BareDelLock,
@@ -48,6 +55,7 @@ __all__ = [
     "BareDelAfterExpiry",
     "BareDelLock",
     "Bench",
+    "ClientBench",
     "Clock",
     "Event",
     "FailoverLosesLock",

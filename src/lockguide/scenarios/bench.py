@@ -37,6 +37,7 @@ from lockguide.scenarios.relay import Relay
 
 __all__ = [
     "Bench",
+    "ClientBench",
     "FailoverPair",
     "FakeBench",
     "RealBench",
@@ -131,6 +132,10 @@ class Bench:
         lock's server leaves the data alone, as a separate database would.
         """
         raise NotImplementedError
+
+    def key(self, name: str) -> str:
+        """The Redis key a scenario uses for ``name`` (a bench on a shared server prefixes it)."""
+        return name
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -552,3 +557,68 @@ def _check_count(count: object) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise BadArgument(f"count must be a whole number of servers >= 1, got {count!r}")
     return count
+
+
+# -- a server you already run -------------------------------------------------------------
+
+
+class _ClientServer(ServerHandle):
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+
+    @property
+    def persistent(self) -> bool:
+        return False
+
+    def client(self) -> redis.Redis:
+        return self._client
+
+    def crash_and_restart(self) -> None:
+        raise ScenarioError("ClientBench cannot restart a server it did not start: use RealBench")
+
+    def jump_clock(self, ms: float) -> None:
+        raise ScenarioError("ClientBench does not move the clock of your server: use FakeBench")
+
+
+class ClientBench(Bench):
+    """Run the single-server scenarios against a server you already have, in real time.
+
+    Lock and resource live on ``client``'s server, under keys that start with
+    ``prefix``; the bench deletes only those keys. Scenarios that need to crash,
+    restart or fail over a server (or move its clock) need :class:`RealBench`
+    or :class:`FakeBench` and raise :class:`~lockguide.errors.ScenarioError` here.
+
+    Args:
+        client: a connected ``redis.Redis``.
+        prefix: put in front of every key the scenarios use.
+    """
+
+    def __init__(self, client: redis.Redis, *, prefix: str = "lockguide-lab:") -> None:
+        from lockguide import _validate
+
+        self._client = _validate.check_client(client)
+        self._prefix = _validate.check_key(prefix)
+        self.clock = RealClock()
+        self.label = "your redis, real time"
+
+    def key(self, name: str) -> str:
+        return self._prefix + name
+
+    def server(self, *, persistent: bool = False) -> ServerHandle:
+        if persistent:
+            raise ScenarioError("ClientBench cannot make your server persistent: use RealBench")
+        return _ClientServer(self._client)
+
+    def servers(self, count: int, *, persistent: bool = False) -> list[ServerHandle]:
+        raise ScenarioError("ClientBench has one server; for several use RealBench or FakeBench")
+
+    def failover_pair(self) -> FailoverPair:
+        raise ScenarioError("ClientBench cannot fail your server over: use RealBench or FakeBench")
+
+    def resource_client(self) -> redis.Redis:
+        return self._client
+
+    def reset(self) -> None:
+        names = list(self._client.scan_iter(match=self._prefix + "*"))
+        if names:
+            self._client.delete(*names)

@@ -199,6 +199,7 @@ class Holder:
         self.hooks = _Hooks(run.now, self._extended)
         self.lease_end_ms: float | None = None
         self._value: str | None = None
+        self._token: int | None = None
         self._writes = 0
         self.watchdog: Watchdog | None = None
         if isinstance(lock, _RecordedLock | _RecordedFencedLock):
@@ -206,10 +207,13 @@ class Holder:
 
     @property
     def token(self) -> int | None:
-        """The fencing token of the current acquisition, if the lock issues one."""
-        if isinstance(self.lock, FencedLock) and self.lock.held:
-            return self.lock.token
-        return None
+        """The fencing token of the current acquisition, if the lock issues one.
+
+        Kept from the moment of acquiring, as a client keeps it for its writes:
+        a watchdog that finds the lease lost makes the lock forget it, but the
+        client's code has already read it.
+        """
+        return self._token if self._value is not None else None
 
     def owns(self) -> bool:
         """Whether the servers (a majority of them) still hold this client's value."""
@@ -231,6 +235,7 @@ class Holder:
             self.run.record(self.name, Kind.NOT_ACQUIRED, "the key is held by someone else")
             return False
         self._value = self.lock.value
+        self._token = self.lock.token if isinstance(self.lock, FencedLock) else None
         self.lease_end_ms = started + self.lock.ttl_ms
         detail = f"lease {self.lock.ttl_ms} ms"
         if self.token is not None:

@@ -63,16 +63,16 @@ class FailoverLosesLock(Scenario):
         make = run.lock if way is Way.BROKEN else run.fenced_lock
         resource: Resource
         if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), RESOURCE)
+            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         else:
-            resource = FencedResource(run.bench.resource_client(), RESOURCE)
+            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         clients = {name: pair.client() for name in "AB"}
         a, b = (
-            run.holder(name, make(client, KEY, self.ttl_ms), [client])
+            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
             for name, client in clients.items()
         )
         if self.earlier_grants:
-            clients["A"].set(KEY + ":fence", self.earlier_grants)
+            clients["A"].set(run.bench.key(KEY) + ":fence", self.earlier_grants)
         pair.sync()
         run.server_event("the replica has every write so far")
         pair.lag()
@@ -119,10 +119,10 @@ class RestartForgetsLock(Scenario):
     def script(self, run: Run, way: Way) -> Resource:
         persistent = way is Way.FIXED
         server = run.bench.server(persistent=persistent)
-        resource = PlainResource(run.bench.resource_client(), RESOURCE)
+        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         clients = {name: server.client() for name in "AB"}
         a, b = (
-            run.holder(name, run.lock(client, KEY, self.ttl_ms), [client])
+            run.holder(name, run.lock(client, run.bench.key(KEY), self.ttl_ms), [client])
             for name, client in clients.items()
         )
         a.acquire()

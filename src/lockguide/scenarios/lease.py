@@ -47,6 +47,12 @@ def _arrival(ttl_ms: float, pause_ms: float) -> float:
     return pause_ms / 2
 
 
+def _step(ttl_ms: float, pause_ms: float) -> float:
+    """A twentieth of the TTL, or less, so that B's two actions fit before A resumes."""
+    window = _arrival(ttl_ms, pause_ms)
+    return max(0.1, min(ttl_ms / 20, (pause_ms - window) / 4, window / 4))
+
+
 def _finish(run: Run, resource: Resource, *waiting: Holder) -> None:
     """Clients that were refused try again once the others are done; all release."""
     for holder in waiting:
@@ -88,20 +94,20 @@ class PausedHolder(Scenario):
 
     @property
     def step_ms(self) -> float:
-        """A twentieth of the TTL per client action (on a virtual clock)."""
-        return self.ttl_ms / 20
+        """Per client action on a virtual clock: small against the TTL and the pause."""
+        return _step(self.ttl_ms, self.pause_ms)
 
     def script(self, run: Run, way: Way) -> Resource:
         server = run.bench.server()
         make = run.lock if way is Way.BROKEN else run.fenced_lock
         resource: Resource
         if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), RESOURCE)
+            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         else:
-            resource = FencedResource(run.bench.resource_client(), RESOURCE)
+            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         clients = {name: server.client() for name in "AB"}
         a, b = (
-            run.holder(name, make(client, KEY, self.ttl_ms), [client])
+            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
             for name, client in clients.items()
         )
         a.acquire()
@@ -152,19 +158,19 @@ class BareDelAfterExpiry(Scenario):
 
     @property
     def step_ms(self) -> float:
-        """A twentieth of the TTL per client action (on a virtual clock)."""
-        return self.ttl_ms / 20
+        """Per client action on a virtual clock: small against the TTL and the pause."""
+        return _step(self.ttl_ms, self.pause_ms)
 
     def script(self, run: Run, way: Way) -> Resource:
         server = run.bench.server()
-        resource = PlainResource(run.bench.resource_client(), RESOURCE)
+        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         holders = []
         for name in "ABC":
             client = server.client()
             lock = (
-                BareDelLock(client, KEY, self.ttl_ms)
+                BareDelLock(client, run.bench.key(KEY), self.ttl_ms)
                 if way is Way.BROKEN
-                else run.lock(client, KEY, self.ttl_ms)
+                else run.lock(client, run.bench.key(KEY), self.ttl_ms)
             )
             holders.append(run.holder(name, lock, [client]))
         a, b, c = holders
@@ -237,12 +243,12 @@ class WorkOutlastsTtl(Scenario):
         make = run.lock if way is Way.BROKEN else run.fenced_lock
         resource: Resource
         if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), RESOURCE)
+            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         else:
-            resource = FencedResource(run.bench.resource_client(), RESOURCE)
+            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
         clients = {name: server.client() for name in "AB"}
         a, b = (
-            run.holder(name, make(client, KEY, self.ttl_ms), [client])
+            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
             for name, client in clients.items()
         )
         a.acquire()
