@@ -115,6 +115,20 @@ def draw(ax: Axes, timeline: Timeline, *, scale: float | None = None) -> None:
         t = event.t_ms / scale
         if event.kind is Kind.SERVER:
             ax.axvline(t, color="#555555", linestyle=":", linewidth=1.2)
+            label = event.detail.split(";")[0].split(":")[0].split(",")[0]
+            note = ax.annotate(
+                label,
+                (t, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, -2),
+                textcoords="offset points",
+                rotation=90,
+                va="top",
+                fontsize=6.5,
+                color="#555555",
+            )
+            note.set_in_layout(False)  # a label, not something to make room for
+            note.set_clip_on(True)
             continue
         if event.actor not in rows:
             continue
