@@ -214,6 +214,12 @@ def test_a_clock_jump_on_one_server_expires_its_keys_and_no_others(bench: Bench)
         assert second.client().get("lock:ledger") == b"A"
 
 
+def test_an_unreachable_client_fails_every_command_with_a_connection_error(bench: Bench) -> None:
+    client = bench.unreachable_client()
+    with pytest.raises(redis.ConnectionError):
+        client.set("lock:ledger", "A", nx=True, px=1_000)
+
+
 def test_virtual_clock_lands_every_run_on_the_same_milliseconds() -> None:
     with FakeBench() as bench:
         scenario = PausedHolder(ttl_ms=30_000, pause_ms=35_000)

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import redis
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.retry import Retry
 
 from lockguide.errors import BadArgument, ScenarioError
 from lockguide.scenarios.clock import Clock, RealClock, VirtualClock
@@ -136,6 +138,25 @@ class Bench:
     def key(self, name: str) -> str:
         """The Redis key a scenario uses for ``name`` (a bench on a shared server prefixes it)."""
         return name
+
+    def unreachable_client(self) -> redis.Redis:
+        """A client of a server nobody can reach: every command raises ``ConnectionError``.
+
+        For a node that one client cannot see (a partition), e.g. in a Redlock
+        whose majority is formed from the nodes it can reach.
+        """
+        import socket
+
+        with socket.socket() as probe:  # a loopback port with nobody listening on it
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        return redis.Redis(
+            host="127.0.0.1",
+            port=port,
+            socket_connect_timeout=0.05,
+            socket_timeout=0.05,
+            retry=Retry(NoBackoff(), 0),
+        )
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -276,6 +297,13 @@ class FakeBench(Bench):
 
     def resource_client(self) -> redis.Redis:
         client: redis.Redis = self._resource.client()
+        return client
+
+    def unreachable_client(self) -> redis.Redis:
+        """A fakeredis client of a server that is down (``FakeServer.connected = False``)."""
+        server = self._new_server("unreachable")
+        server.connected = False
+        client: redis.Redis = server.client()
         return client
 
     def reset(self) -> None:
