@@ -13,9 +13,11 @@ The same scenario code then runs on two benches:
   cuts; a restart is ``SIGKILL`` and a fresh start on the same port and data
   directory.
 
-Clients handed out by a bench *follow* their server: after a failover they talk
-to the promoted replica (as a Sentinel-aware client would), after a restart to
-the restarted process.
+Clients handed out by a bench keep one address for the lock's server, and what
+stands behind that address changes: after a failover it is the promoted replica
+(as behind a virtual IP or a proxy that follows the primary), after a restart
+the restarted process. Locks that open connections of their own from a client's
+settings therefore follow too.
 """
 
 from __future__ import annotations
@@ -47,14 +49,6 @@ __all__ = [
     "ServerProcess",
     "default_starter",
 ]
-
-
-def _repoint(client: redis.Redis, **connection_kwargs: Any) -> None:
-    """Send ``client``'s next commands to another server (drops its open connections)."""
-    pool = client.connection_pool
-    pool.connection_kwargs.update(connection_kwargs)
-    pool.disconnect()
-    pool.reset()
 
 
 class ServerHandle:
@@ -202,7 +196,6 @@ class FakeServerHandle(ServerHandle):
         self.label = label
         self._persistent = persistent
         self._server = bench._new_server(label)
-        self._clients: list[redis.Redis] = []
 
     @property
     def persistent(self) -> bool:
@@ -210,25 +203,21 @@ class FakeServerHandle(ServerHandle):
 
     def client(self) -> redis.Redis:
         client: redis.Redis = self._server.client()
-        self._clients.append(client)
         return client
 
     def crash_and_restart(self) -> None:
-        """Modelled: the restarted server is a new, empty fakeredis server.
+        """Modelled in place: the same in-process server, as the restarted process.
 
-        A persistent server is given back every key it held, with the TTL it
-        had left, which is what replaying an append-only file written with
-        ``appendfsync always`` restores (Redis stores expiries as absolute
-        times, so a lease keeps running while the server is down).
+        Without persistence it comes back empty. A persistent server keeps
+        every key with the TTL it had left, which is what replaying an
+        append-only file written with ``appendfsync always`` restores (Redis
+        stores expiries as absolute times, so a lease keeps running while the
+        server is down). Either way it has forgotten its loaded scripts.
         """
-        old = self._server
-        new = self._bench._new_server(self.label)
-        new.skew_ms = old.skew_ms
-        if self._persistent:
-            _copy_keys(old.client(), new.client())
-        self._server = new
-        for client in self._clients:
-            _repoint(client, server=new)
+        admin = self._server.client()
+        if not self._persistent:
+            admin.flushall()
+        admin.script_flush()
 
     def jump_clock(self, ms: float) -> None:
         """Exact: this server's clock runs ``ms`` ahead from now on."""
@@ -236,37 +225,49 @@ class FakeServerHandle(ServerHandle):
 
 
 class FakeFailoverPair(FailoverPair):
-    """Modelled asynchronous replication between two fakeredis servers.
+    """Modelled asynchronous replication, behind one in-process server's address.
 
-    The replica holds a copy of the primary's keys as of the last :meth:`sync`
-    and receives nothing in between: every write after the last sync is one the
-    replication stream had not delivered yet. :meth:`lag` therefore changes
-    nothing here; it is where, on a real pair, the link is cut.
+    :meth:`sync` records what the replica has: every key of the primary, with
+    the moment each expires. Nothing written after that reaches it. At
+    :meth:`fail_over` the address that clients use starts serving the replica's
+    data (its keys, their TTLs still running, no scripts loaded), as after a
+    promotion behind a virtual IP. :meth:`lag` therefore changes nothing here;
+    it is where, on a real pair, the link is cut.
     """
 
     def __init__(self, bench: FakeBench) -> None:
         self._bench = bench
-        self._primary = bench._new_server("primary")
-        self._replica = bench._new_server("replica")
-        self._clients: list[redis.Redis] = []
-        self._failed_over = False
+        self._endpoint = bench._new_server("primary")
+        self._replica: list[tuple[bytes, bytes, float | None]] = []
 
     def client(self) -> redis.Redis:
-        server = self._replica if self._failed_over else self._primary
-        client: redis.Redis = server.client()
-        self._clients.append(client)
+        client: redis.Redis = self._endpoint.client()
         return client
 
     def sync(self) -> None:
-        _copy_keys(self._primary.client(), self._replica.client())
+        source = self._endpoint.client()
+        now_ms = self._bench.clock.now_ms()
+        self._replica = []
+        for name in cast(list[bytes], source.keys("*")):
+            dumped = source.dump(name)
+            if dumped is None:
+                continue
+            pttl = int(source.pttl(name))
+            self._replica.append((name, dumped, now_ms + pttl if pttl > 0 else None))
 
     def lag(self) -> None:
         """Nothing to do: in this model the replica only changes on :meth:`sync`."""
 
     def fail_over(self) -> None:
-        self._failed_over = True
-        for client in self._clients:
-            _repoint(client, server=self._replica)
+        target = self._endpoint.client()
+        target.flushall()
+        target.script_flush()
+        now_ms = self._bench.clock.now_ms()
+        for name, dumped, expires_at in self._replica:
+            if expires_at is None:
+                target.restore(name, 0, dumped, replace=True)
+            elif expires_at > now_ms:
+                target.restore(name, int(expires_at - now_ms), dumped, replace=True)
 
 
 class FakeBench(Bench):
@@ -453,7 +454,13 @@ class RealServerHandle(ServerHandle):
 
 
 class RealFailoverPair(FailoverPair):
-    """A real primary and replica; the replica's link runs through a :class:`Relay`."""
+    """A real primary and replica (``REPLICAOF``), behind one address.
+
+    Clients connect to a front :class:`Relay` that forwards to the primary and,
+    after :meth:`fail_over`, to the promoted replica, as a virtual IP or a
+    proxy that follows the primary does. The replica's own link to the primary
+    runs through a second relay, which :meth:`lag` cuts.
+    """
 
     def __init__(self, bench: RealBench) -> None:
         self.primary = bench._start(False)
@@ -463,18 +470,19 @@ class RealFailoverPair(FailoverPair):
         with _connect(self.primary) as primary:
             # Redis 7 waits 5 s for more replicas before a diskless full sync; one is all.
             primary.config_set("repl-diskless-sync-delay", 0)
-        self.relay = Relay((self.primary.host, self.primary.port))
+        self.link = Relay((self.primary.host, self.primary.port))
+        self.front = Relay((self.primary.host, self.primary.port))
         self._clients: list[redis.Redis] = []
-        self._failed_over = False
         with _connect(self.replica) as replica:
-            replica.replicaof(*self.relay.address)
+            replica.replicaof(*self.link.address)
             _wait_until(
                 lambda: _info(replica, "master_link_status") == "up",
                 "the replica's link to its primary did not come up",
             )
 
     def client(self) -> redis.Redis:
-        client = _connect(self.replica if self._failed_over else self.primary)
+        host, port = self.front.address
+        client = redis.Redis(host=host, port=port, socket_timeout=5.0)
         self._clients.append(client)
         return client
 
@@ -487,23 +495,24 @@ class RealFailoverPair(FailoverPair):
 
     def lag(self) -> None:
         """Cut the replication link: the replica receives nothing more."""
-        self.relay.cut()
+        self.link.cut()
 
     def fail_over(self) -> None:
-        """``SIGKILL`` the primary, then ``REPLICAOF NO ONE`` on the replica."""
+        """``SIGKILL`` the primary, ``REPLICAOF NO ONE`` on the replica, point the address at it."""
         self.primary.kill()
         with _connect(self.replica) as replica:
             replica.replicaof("NO", "ONE")
             _wait_until(lambda: _info(replica, "role") == "master", "the replica was not promoted")
-        self._failed_over = True
+        self.front.retarget((self.replica.host, self.replica.port))
         for client in self._clients:
-            _repoint(client, host=self.replica.host, port=self.replica.port)
+            client.connection_pool.disconnect()
 
     def stop(self) -> None:
         for client in self._clients:
             with contextlib.suppress(Exception):
                 client.close()
-        self.relay.close()
+        self.link.close()
+        self.front.close()
         for process in (self.replica, self.primary):
             with contextlib.suppress(Exception):
                 process.stop()

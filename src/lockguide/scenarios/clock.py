@@ -48,9 +48,11 @@ __all__ = [
     "VirtualClock",
 ]
 
-#: Modules whose ``time.monotonic()`` a :class:`VirtualClock` moves while installed.
-#: A lock class in another module that keeps a monotonic deadline adds its module here.
-CLIENT_CLOCK_MODULES: list[str] = ["lockguide.lock"]
+#: What a :class:`VirtualClock` moves while installed: ``"module"`` replaces the
+#: module's ``time`` (its ``time.monotonic()`` calls), ``"module:name"`` replaces a
+#: monotonic clock function the module keeps under ``name``. Modules that are not
+#: installed are skipped. A lock that keeps a deadline elsewhere adds itself here.
+CLIENT_CLOCK_MODULES: list[str] = ["lockguide.lock", "lockguide.redlock:_now"]
 
 
 class Clock:
@@ -173,9 +175,17 @@ class VirtualClock(Clock):
         """Let lockguide's locks read this clock's ``monotonic()`` inside the block."""
         shifted = _ShiftedTime(self)
         with contextlib.ExitStack() as stack:
-            for name in CLIENT_CLOCK_MODULES:
-                module = sys.modules.get(name) or importlib.import_module(name)
-                stack.enter_context(mock.patch.object(module, "time", shifted))
+            for entry in CLIENT_CLOCK_MODULES:
+                name, _, attribute = entry.partition(":")
+                try:
+                    module = sys.modules.get(name) or importlib.import_module(name)
+                except ModuleNotFoundError:
+                    continue
+                if attribute:
+                    if hasattr(module, attribute):
+                        stack.enter_context(mock.patch.object(module, attribute, self.monotonic))
+                else:
+                    stack.enter_context(mock.patch.object(module, "time", shifted))
             yield
 
 

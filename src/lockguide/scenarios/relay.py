@@ -1,4 +1,4 @@
-"""A loopback TCP relay for a replication link that can be cut at a chosen moment.
+"""A loopback TCP relay: a replication link cut at a chosen moment, or a moving address.
 
 Redis replication is asynchronous: the primary answers the client first and
 streams the write to its replicas afterwards. Whether a replica has a given key
@@ -8,6 +8,10 @@ relay: while it forwards, the replica keeps up; after :meth:`Relay.cut`, bytes
 in either direction are dropped, as if they were still in flight when the
 primary died. From the replica's side this is the same as replication lag, and
 it happens at exactly the moment the scenario chooses.
+
+The same relay in front of the primary is the address the clients use: after a
+failover it is :meth:`Relay.retarget`-ed at the promoted replica, as a virtual
+IP is moved.
 """
 
 from __future__ import annotations
@@ -44,6 +48,19 @@ class Relay:
     def cut(self) -> None:
         """From now on, drop every byte in both directions (connections stay open)."""
         self._cut.set()
+
+    def retarget(self, target: tuple[str, int]) -> None:
+        """Forward new connections to ``target``, and close the current ones.
+
+        What a virtual IP does when it moves to another server: clients keep
+        the address, their open connections break, and they reconnect there.
+        """
+        self.target = target
+        with self._mutex:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            self._sockets.clear()
 
     def close(self) -> None:
         """Stop accepting and close every connection."""
