@@ -7,9 +7,11 @@ import os
 import random
 import secrets
 import string
+import sys
 import threading
 import time
 import timeit
+import types
 import uuid
 
 import pytest
@@ -124,6 +126,18 @@ def test_clock_warp_reaches_module_level_copies_outside_the_standard_library() -
         assert redlock_module._now() - before == pytest.approx(5.0, abs=0.5)
         assert threading._time is original  # type: ignore[attr-defined]  # stdlib waits stay real
     assert redlock_module._now is original
+
+
+def test_a_module_imported_during_the_warp_gets_the_real_clock_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    late = types.ModuleType("late_import")
+    monkeypatch.setitem(sys.modules, "late_import", late)
+    warp = ClockWarp()
+    with warp.installed():
+        late.clock = time.monotonic  # type: ignore[attr-defined]  # from time import monotonic
+        warp.jump(5.0)
+    assert late.clock is time.monotonic
 
 
 def test_clock_readers_wait_until_a_held_warp_has_jumped() -> None:

@@ -259,6 +259,9 @@ class ClockWarp:
                 namespace[attr] = warped[name]
             yield self
         finally:
+            # A module imported meanwhile may have copied a warped clock: put
+            # the real one there too, or its clock would stay warped for good.
+            copies += _copies(warped, everywhere=True)
             for namespace, attr, name in copies:
                 namespace[attr] = originals[name]
             for name, func in originals.items():
@@ -266,15 +269,21 @@ class ClockWarp:
             timeit.default_timer = original_timer
 
 
-def _copies(clocks: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
-    """``(module namespace, name, clock)`` for each module-level copy of a clock."""
+def _copies(
+    clocks: dict[str, Any], *, everywhere: bool = False
+) -> list[tuple[dict[str, Any], str, str]]:
+    """``(module namespace, name, clock)`` for each module-level copy of a clock.
+
+    Unless ``everywhere``, the standard library and the audit are skipped.
+    """
     by_id = {id(func): name for name, func in clocks.items()}
     found = []
     for module_name, module in list(sys.modules.items()):
         top = module_name.partition(".")[0]
         audit = module_name == "lockguide.audit" or module_name.startswith("lockguide.audit.")
+        skipped = top in sys.stdlib_module_names or audit
         namespace = getattr(module, "__dict__", None)
-        if top in sys.stdlib_module_names or audit or not isinstance(namespace, dict):
+        if (skipped and not everywhere) or not isinstance(namespace, dict):
             continue
         for attr, value in list(namespace.items()):
             name = by_id.get(id(value))
