@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from lockguide import redlock as redlock_module
 from lockguide.audit import BUILTIN, Report, Server, Status, audit, audit_on
 from lockguide.audit.page import LIBRARIES, PAGE, render
 from lockguide.audit.servers import server_at
@@ -76,6 +78,64 @@ def test_lockguide_lock_passes_every_must_have(reports: dict[str, Report]) -> No
     assert "told A its hold was gone" in report.row("pause").summary  # its own deadline
 
 
+def test_lockguide_redlock_keeps_every_redlock_rule(reports: dict[str, Report]) -> None:
+    report = reports["lockguide-redlock"]
+    got = statuses(report)
+    assert report.exit_code == 0
+    assert report.multi_master
+    assert report.masters == 5
+    for check in ("value", "release", "ttl", "exclusion", "partial", "retry", "drift"):
+        assert got[check] is Status.PASS, (check, report.row(check))
+    assert got["parallel"] is Status.PASS
+    assert report.row("parallel").data["delays"] < 2.5  # one delayed round trip, not five
+    assert got["monotonic"] is Status.PASS
+    assert "accepted with 100 ms to spare" in report.row("drift").summary
+    assert got["pause"] is Status.WARN
+    assert "told A its hold was gone" in report.row("pause").summary  # its validity deadline
+
+
+def test_fenced_lock_hands_out_increasing_tokens(reports: dict[str, Report]) -> None:
+    report = reports["lockguide-fenced"]
+    assert report.exit_code == 0
+    assert report.row("fencing").status is Status.PASS
+    assert "also after a lease ran out" in report.row("fencing").summary
+    assert report.row("pause").status is Status.WARN  # tokens do not stop the overlap itself
+
+
+@pytest.mark.parametrize("name", ["lockguide", "lockguide-fenced"])
+def test_watchdog_tells_the_holder_its_renewal_failed(
+    reports: dict[str, Report], name: str
+) -> None:
+    row = reports[name].row("renewal")
+    assert row.status is Status.PASS, row
+    assert "the key was still ours: True" in row.details[0]  # it did renew past the lease
+    assert "told the holder its hold was lost" in row.summary
+
+
+def test_drift_check_reaches_lockguide_redlock_arithmetic(
+    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redlock reads its clock through a module-level copy of time.monotonic.
+    assert redlock_module._now is time.monotonic
+    monkeypatch.setattr(redlock_module, "validity_ms", lambda ttl, elapsed: ttl - elapsed)
+    report = audit_on("lockguide-redlock", audit_servers, backend="redis-server", checks=["drift"])
+    row = report.row("drift")
+    assert row.status is Status.FAIL, row  # without the allowance it accepted inside it
+    assert "inside the 12 ms drift allowance" in row.summary
+    assert redlock_module._now is time.monotonic  # the warp put the copy back
+
+
+def test_monotonic_check_catches_a_redlock_timed_by_the_wall_clock(
+    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redlock_module, "_now", time.time)
+    report = audit_on(
+        "lockguide-redlock", audit_servers, backend="redis-server", checks=["monotonic"]
+    )
+    assert report.row("monotonic").status is Status.FAIL
+    assert redlock_module._now is time.time
+
+
 def test_every_timeout_lock_overlaps_after_a_pause(reports: dict[str, Report]) -> None:
     for name in LIBRARIES:
         row = reports[name].row("pause")
@@ -126,9 +186,11 @@ def test_redis_py_lock_has_no_default_ttl_and_a_uuid1_value(reports: dict[str, R
     assert "uuid1" in report.row("value").summary
 
 
-def test_only_portalocker_hands_out_fencing_tokens(reports: dict[str, Report]) -> None:
+def test_only_fenced_lock_and_portalocker_hand_out_fencing_tokens(
+    reports: dict[str, Report],
+) -> None:
     offering = [n for n in LIBRARIES if reports[n].row("fencing").status is Status.PASS]
-    assert offering == ["portalocker"]  # opt-in fencing=True, turned on by the adapter
+    assert offering == ["lockguide-fenced", "portalocker"]  # portalocker: opt-in fencing=True
     assert reports["portalocker"].row("renewal").status is Status.PASS
 
 

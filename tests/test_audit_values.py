@@ -7,11 +7,16 @@ import os
 import random
 import secrets
 import string
+import sys
+import threading
 import time
+import timeit
+import types
 import uuid
 
 import pytest
 
+from lockguide import redlock as redlock_module
 from lockguide.audit.proxy import ClockWarp, RespRequests
 from lockguide.audit.values import MIN_BITS, judge_values
 
@@ -93,11 +98,10 @@ def test_clock_warp_moves_every_clock_only_while_installed() -> None:
     warp = ClockWarp()
     with warp.installed():
         before_wall, before_mono = time.time(), time.monotonic()
-        warp.arm(5.0)
-        warp.trigger()
-        warp.trigger()  # a second trigger does not jump again
+        warp.jump(5.0)
         assert time.time() - before_wall == pytest.approx(5.0, abs=0.5)
         assert time.monotonic() - before_mono == pytest.approx(5.0, abs=0.5)
+        assert timeit.default_timer() - before_mono > 4.0
     assert abs(time.time() - before_wall) < 1.0
 
 
@@ -106,7 +110,47 @@ def test_wall_only_warp_leaves_the_monotonic_clock_alone() -> None:
     with warp.installed():
         before_mono = time.monotonic()
         before_wall = time.time()
-        warp.arm(5.0)
-        warp.trigger()
+        warp.jump(5.0)
         assert time.time() - before_wall == pytest.approx(5.0, abs=0.5)
         assert time.monotonic() - before_mono < 1.0
+
+
+def test_clock_warp_reaches_module_level_copies_outside_the_standard_library() -> None:
+    # lockguide.redlock times its attempts through ``_now = time.monotonic``.
+    original = time.monotonic
+    assert redlock_module._now is original
+    warp = ClockWarp()
+    with warp.installed():
+        before = original()
+        warp.jump(5.0)
+        assert redlock_module._now() - before == pytest.approx(5.0, abs=0.5)
+        assert threading._time is original  # type: ignore[attr-defined]  # stdlib waits stay real
+    assert redlock_module._now is original
+
+
+def test_a_module_imported_during_the_warp_gets_the_real_clock_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    late = types.ModuleType("late_import")
+    monkeypatch.setitem(sys.modules, "late_import", late)
+    warp = ClockWarp()
+    with warp.installed():
+        late.clock = time.monotonic  # type: ignore[attr-defined]  # from time import monotonic
+        warp.jump(5.0)
+    assert late.clock is time.monotonic
+
+
+def test_clock_readers_wait_until_a_held_warp_has_jumped() -> None:
+    warp = ClockWarp()
+    readings: list[float] = []
+    with warp.installed():
+        start = time.monotonic()
+        with warp.held():
+            reader = threading.Thread(target=lambda: readings.append(time.monotonic()))
+            reader.start()
+            reader.join(0.05)
+            assert reader.is_alive()  # its clock reading waits for the jump
+            warp.jump(5.0)
+        reader.join(1.0)
+    assert len(readings) == 1
+    assert readings[0] - start >= 5.0

@@ -17,6 +17,8 @@ __all__ = ["BUILTIN", "audit", "audit_on", "resolve"]
 #: The adapters that ship with the audit, by short name.
 BUILTIN: dict[str, str] = {
     "lockguide": "lockguide.audit.adapters.lockguide_lock:adapter",
+    "lockguide-redlock": "lockguide.audit.adapters.lockguide_redlock:adapter",
+    "lockguide-fenced": "lockguide.audit.adapters.lockguide_fenced:adapter",
     "redis-py": "lockguide.audit.adapters.redis_py:adapter",
     "pottery": "lockguide.audit.adapters.pottery_redlock:adapter",
     "python-redis-lock": "lockguide.audit.adapters.python_redis_lock:adapter",

@@ -1,4 +1,8 @@
-"""Adapter for :class:`lockguide.Lock` (one Redis instance)."""
+"""Adapter for :class:`lockguide.Lock` (one Redis instance).
+
+``renew=True`` puts the holder's lock under a :class:`lockguide.Watchdog` from
+the moment it is acquired; ``lost()`` then reports the watchdog's own flag.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide import Lock
+from lockguide import Lock, Watchdog
 from lockguide.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide.audit.adapters import version_of
 
@@ -15,12 +19,22 @@ from lockguide.audit.adapters import version_of
 @dataclass
 class LockguideHolder:
     lock: Lock
+    renew: bool = False
+    watchdog: Watchdog | None = None
 
     def acquire(self, wait_ms: float = 0) -> bool:
-        return self.lock.acquire(blocking=wait_ms > 0, timeout_ms=wait_ms)
+        got = self.lock.acquire(blocking=wait_ms > 0, timeout_ms=wait_ms)
+        if got and self.renew:
+            self.watchdog = Watchdog(self.lock)
+            self.watchdog.start()
+        return got
 
     def release(self) -> bool | None:
-        self.lock.release()
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None:
+            watchdog.release()  # stops renewing; raises RenewalFailed after a failure
+        else:
+            self.lock.release()
         return None
 
     def extend(self, ttl_ms: int) -> bool | None:
@@ -31,6 +45,8 @@ class LockguideHolder:
         return None
 
     def lost(self) -> bool | None:
+        if self.watchdog is not None:
+            return self.watchdog.lost  # what the renewal thread found, nothing else
         # The lock keeps its own deadline on the monotonic clock.
         return self.lock.validity_remaining_ms() <= 0
 
@@ -40,19 +56,21 @@ class LockguideAdapter:
     version = version_of("lockguide")
     multi_master = False
     ttl_required = True
+    holder_class: type[LockguideHolder] = LockguideHolder
 
     def __init__(self, servers: Sequence[Server]) -> None:
         self.client: redis.Redis = servers[0].connect()
 
+    def make_lock(self, key: str, ttl_ms: int) -> Lock:
+        return Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0))
+
     def holder(
         self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
     ) -> LockguideHolder:
-        if renew:
-            raise Unsupported("no automatic renewal: call extend()")
         if ttl_ms in (DEFAULT, NO_EXPIRY):
             raise Unsupported("ttl_ms is a required, positive argument")
         assert isinstance(ttl_ms, int)
-        return LockguideHolder(Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0)))
+        return self.holder_class(self.make_lock(key, ttl_ms), renew=renew)
 
     def close(self) -> None:
         self.client.close()
