@@ -241,7 +241,26 @@ def start_postgres() -> tuple[Any, Path]:
         timeout=60,
     )
     executor.start()
+    wait_until_postgres_accepts(port)
     return executor, base
+
+
+def wait_until_postgres_accepts(port: int, timeout_s: float = 60.0) -> None:
+    """The port opens before the server accepts sessions ("the database system is
+    starting up"): wait until a real connection succeeds."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            psycopg.connect(host=LOOPBACK, port=port, user="postgres", dbname="postgres").close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def record_requests(monkeypatch: pytest.MonkeyPatch, clients: list[redis.Redis]) -> list[Any]:
