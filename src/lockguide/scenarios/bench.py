@@ -333,10 +333,8 @@ ServerStarter = Callable[[bool], ServerProcess]
 
 
 def default_starter(base: Path) -> ServerStarter:
-    """Start servers with pytest-redis's ``RedisExecutor``, each in its own folder of ``base``.
-
-    pytest-redis and port-for are development tools: they are imported only here.
-    """
+    """Start servers with pytest-redis's ``RedisExecutor``, each in its own folder of ``base``
+    (through the audit's starter, the one way this project starts a server)."""
     exe = shutil.which("redis-server")
     if exe is None:
         raise ScenarioError(
@@ -347,26 +345,11 @@ def default_starter(base: Path) -> ServerStarter:
     counter = iter(range(1, 1_000_000))
 
     def start(appendonly: bool) -> ServerProcess:
-        import port_for
-        from pytest_redis.executor import RedisExecutor
+        from lockguide.audit.servers import start_redis_server
 
-        datadir = base / f"server-{next(counter)}"
-        datadir.mkdir(parents=True, exist_ok=True)
-        port = port_for.get_port(None)
-        if port is None:  # pragma: no cover - port-for always finds one on loopback
-            raise ScenarioError("no free loopback port")
-        executor = RedisExecutor(
-            executable=executable,
-            databases=16,
-            redis_timeout=30,
-            loglevel="warning",
-            host="127.0.0.1",
-            port=port,
-            datadir=datadir,
-            startup_timeout=30,
-            appendonly="yes" if appendonly else "no",
+        executor = start_redis_server(
+            base / f"server-{next(counter)}", executable=executable, appendonly=appendonly
         )
-        executor.start()
         return cast(ServerProcess, executor)
 
     return start
