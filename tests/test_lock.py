@@ -304,3 +304,23 @@ def test_errors_are_one_hierarchy_and_catchable_as_builtins() -> None:
     assert issubclass(BadArgument, ValueError)
     assert issubclass(BadArgumentType, TypeError)
     assert issubclass(LockLost, NotOwned)
+
+
+def test_a_grant_whose_reply_arrives_after_the_lease_counts_as_a_failure(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockguide import _multiplex
+
+    real_send = _multiplex.send_all_read_all
+
+    def slow_set_reply(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        replies = real_send(nodes, commands, *args, **kwargs)
+        if b"\r\nSET\r\n" in commands[0]:
+            time.sleep(0.12)  # the reply takes longer than the whole 100 ms lease
+        return replies
+
+    monkeypatch.setattr(_multiplex, "send_all_read_all", slow_set_reply)
+    lock = Lock(r, KEY, ttl_ms=100)
+    assert not lock.acquire(blocking=False)
+    assert not lock.held
+    assert r.exists(KEY) == 0
