@@ -63,7 +63,24 @@ def _finish(run: Run, resource: Resource, *waiting: Holder) -> None:
 
 
 @dataclass(frozen=True)
-class PausedHolder(Scenario):
+class _PauseScenario(Scenario):
+    """A holder takes a lease of ``ttl_ms`` and then stops for ``pause_ms``."""
+
+    ttl_ms: int = 200
+    pause_ms: float = 300
+
+    def __post_init__(self) -> None:
+        _validate.check_ttl_ms(self.ttl_ms)
+        _ms(self.pause_ms, "pause_ms")
+
+    @property
+    def step_ms(self) -> float:
+        """Per client action on a virtual clock: small against the TTL and the pause."""
+        return _step(self.ttl_ms, self.pause_ms)
+
+
+@dataclass(frozen=True)
+class PausedHolder(_PauseScenario):
     """A holder stops (a garbage-collection pause) for longer than its lease, then writes.
 
     Client A acquires and pauses before its write. The lease runs out during the
@@ -84,18 +101,6 @@ class PausedHolder(Scenario):
     title = "A paused holder outlives its lease"
     broken = "Lock; the resource accepts every write"
     fixed = "FencedLock; the resource checks the fencing token"
-
-    ttl_ms: int = 200
-    pause_ms: float = 300
-
-    def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
-        _ms(self.pause_ms, "pause_ms")
-
-    @property
-    def step_ms(self) -> float:
-        """Per client action on a virtual clock: small against the TTL and the pause."""
-        return _step(self.ttl_ms, self.pause_ms)
 
     def script(self, run: Run, way: Way) -> Resource:
         server = run.bench.server()
@@ -124,7 +129,7 @@ class PausedHolder(Scenario):
 
 
 @dataclass(frozen=True)
-class BareDelAfterExpiry(Scenario):
+class BareDelAfterExpiry(_PauseScenario):
     """A stale holder releases with a bare ``DEL`` and deletes the next holder's lock.
 
     A acquires and pauses past its lease; B acquires. A wakes up, finishes
@@ -148,18 +153,6 @@ class BareDelAfterExpiry(Scenario):
     title = "A bare DEL after the lease expired"
     broken = "SET NX PX, released with a bare DEL"
     fixed = "Lock, released by compare-and-delete"
-
-    ttl_ms: int = 200
-    pause_ms: float = 300
-
-    def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
-        _ms(self.pause_ms, "pause_ms")
-
-    @property
-    def step_ms(self) -> float:
-        """Per client action on a virtual clock: small against the TTL and the pause."""
-        return _step(self.ttl_ms, self.pause_ms)
 
     def script(self, run: Run, way: Way) -> Resource:
         server = run.bench.server()
