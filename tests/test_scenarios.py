@@ -10,6 +10,7 @@ and what the resource ended with, never about how long anything took.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,14 +24,18 @@ from lockguide.scenarios import (
     BareDelAfterExpiry,
     Bench,
     ClientBench,
+    ClockJumpOnOneNode,
     FailoverLosesLock,
     FakeBench,
     Kind,
     PausedHolder,
     RealBench,
+    RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
+    SplitVote,
     Timeline,
+    VersionedResource,
     WorkOutlastsTtl,
 )
 from lockguide.scenarios.bench import ServerProcess
@@ -86,7 +91,11 @@ def runs(bench: Bench) -> Runs:
 # -- each scenario, both ways ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+SAFETY = [s for s in SCENARIOS if not s.liveness]
+LIVENESS = [s for s in SCENARIOS if s.liveness]
+
+
+@pytest.mark.parametrize("scenario", SAFETY, ids=lambda s: s.__name__)
 def test_broken_way_is_caught_breaking_exclusion_and_losing_data(
     runs: Runs, scenario: type[Scenario]
 ) -> None:
@@ -96,6 +105,14 @@ def test_broken_way_is_caught_breaking_exclusion_and_losing_data(
     assert not verdict.data_intact, timeline.table()
     assert verdict.reasons
     assert len(verdict.overlapping) >= 2
+
+
+@pytest.mark.parametrize("scenario", LIVENESS, ids=lambda s: s.__name__)
+def test_broken_way_is_caught_making_no_progress(runs: Runs, scenario: type[Scenario]) -> None:
+    timeline = runs(scenario, "broken")
+    verdict = timeline.verdict
+    assert not verdict.progress, timeline.table()
+    assert verdict.safe, timeline.table()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
@@ -171,6 +188,68 @@ def test_restart_without_persistence_forgets_the_lock_and_aof_keeps_it(runs: Run
     assert Kind.LOST not in _kinds(fixed, "A")
 
 
+def test_a_clock_jump_on_one_master_hands_b_a_second_majority_and_the_version_refuses_a(
+    runs: Runs,
+) -> None:
+    broken, fixed = runs(ClockJumpOnOneNode, "broken"), runs(ClockJumpOnOneNode, "fixed")
+    for timeline in (broken, fixed):
+        assert Kind.LOST in _kinds(timeline, "A"), timeline.table()
+        assert _kinds(timeline, "B")[0] is Kind.ACQUIRED
+        assert timeline.verdict.overlapping == ("A", "B")
+        assert Kind.RELEASE_REFUSED in _kinds(timeline, "A")  # MajorityLost: 2 of 5 left
+    assert broken.final_value == "A's write"
+    assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
+    assert fixed.final_value == "B's write"
+
+
+def test_a_clock_jump_shorter_than_the_lease_left_breaks_nothing(bench: Bench) -> None:
+    timeline = ClockJumpOnOneNode(jump_ms=5_000).run(bench, "broken")
+    assert timeline.verdict.safe, timeline.table()
+    assert _kinds(timeline, "B")[0] is Kind.NOT_ACQUIRED
+    assert timeline.verdict.overlapping == ()
+
+
+def test_a_redlock_master_restarting_empty_gives_b_a_majority_and_aof_keeps_it_out(
+    runs: Runs,
+) -> None:
+    broken = runs(RedlockRestartForgetsLock, "broken")
+    fixed = runs(RedlockRestartForgetsLock, "fixed")
+    assert Kind.LOST in _kinds(broken, "A")
+    assert _kinds(broken, "B")[0] is Kind.ACQUIRED
+    assert _kinds(fixed, "B")[:2] == [Kind.NOT_ACQUIRED, Kind.ACQUIRED]
+    assert Kind.LOST not in _kinds(fixed, "A")
+    assert fixed.verdict.overlapping == ()
+
+
+def test_a_delayed_restart_keeps_the_second_majority_out_until_the_lease_is_over(
+    bench: Bench,
+) -> None:
+    scenario = RedlockRestartForgetsLock(ttl_ms=300, restart_delay_ms=400)
+    timeline = scenario.run(bench, "fixed")
+    assert timeline.verdict.safe, timeline.table()
+    assert timeline.verdict.overlapping == ()
+    assert "stays down" in timeline.approach
+    b_acquired = timeline.of("B", Kind.ACQUIRED)
+    restarted = [e for e in timeline.events if e.kind is Kind.SERVER and "restarts" in e.detail]
+    assert _kinds(timeline, "B")[0] is Kind.NOT_ACQUIRED
+    assert len(b_acquired) == 1
+    assert b_acquired[0].t_ms > restarted[0].t_ms
+    assert timeline.of("A", Kind.WRITE_ACCEPTED)
+
+
+def test_split_votes_repeat_with_a_constant_delay_and_resolve_with_a_random_one(
+    runs: Runs,
+) -> None:
+    broken, fixed = runs(SplitVote, "broken"), runs(SplitVote, "fixed")
+    for name in "ABC":
+        tries = broken.of(name, Kind.NOT_ACQUIRED)
+        assert len(tries) >= 4, broken.table()  # at least three tries, then giving up
+        assert all("no majority" in e.detail for e in tries[:-1])
+    assert {e.actor for e in fixed.of("A") + fixed.of("B") + fixed.of("C")} == set("ABC")
+    assert len([e for e in fixed.events if e.kind is Kind.ACQUIRED]) == 3, fixed.table()
+    assert fixed.verdict.overlapping == ()
+
+
 # -- the benches ----------------------------------------------------------------------------
 
 
@@ -212,6 +291,42 @@ def test_a_clock_jump_on_one_server_expires_its_keys_and_no_others(bench: Bench)
         assert first.client().get("lock:ledger") is None
         assert 0 < int(first.client().pttl("other")) <= 15_000
         assert second.client().get("lock:ledger") == b"A"
+
+
+def test_a_crashed_server_refuses_commands_until_it_restarts_with_what_it_persisted(
+    bench: Bench,
+) -> None:
+    with bench.running():
+        kept, lost = bench.server(persistent=True), bench.server()
+        for server in (kept, lost):
+            client = server.client()
+            client.set("lock:ledger", "A", px=10_000)
+            server.crash()
+            with pytest.raises(redis.ConnectionError):
+                client.get("lock:ledger")
+            server.restart()
+        assert kept.client().get("lock:ledger") == b"A"
+        assert lost.client().get("lock:ledger") is None
+
+
+def test_a_slow_link_delivers_its_request_after_a_near_clients_later_one(bench: Bench) -> None:
+    with bench.running():
+        server = bench.server()
+        far, near = server.link(60), server.link(0)
+        for client in (far, near):
+            client.ping()  # connections open before the race
+        sent = threading.Event()
+
+        def far_first() -> None:
+            sent.set()
+            far.set("lock:ledger", "far", nx=True, px=10_000)
+
+        racer = threading.Thread(target=far_first)
+        racer.start()
+        sent.wait()
+        near.set("lock:ledger", "near", nx=True, px=10_000)
+        racer.join()
+        assert server.client().get("lock:ledger") == b"near"
 
 
 def test_an_unreachable_client_fails_every_command_with_a_connection_error(bench: Bench) -> None:
@@ -269,6 +384,16 @@ def test_bad_scenario_arguments_are_refused_before_anything_runs() -> None:
         WorkOutlastsTtl(ttl_ms=200, renew_every_ms=200)
     with pytest.raises(BadArgument):
         FailoverLosesLock(earlier_grants=-1)
+    with pytest.raises(BadArgument):
+        ClockJumpOnOneNode(jump_ms=0)
+    with pytest.raises(BadArgument):
+        RedlockRestartForgetsLock(ttl_ms=300, restart_delay_ms=300)
+    with pytest.raises(BadArgument):
+        SplitVote(contenders=2)
+    with pytest.raises(BadArgument):
+        SplitVote(retry_low_ms=100, retry_high_ms=100)
+    with pytest.raises(BadArgument):
+        SplitVote(far_ms=30, ttl_ms=100)
     with FakeBench() as bench:
         with pytest.raises(BadArgument):
             PausedHolder().run(bench, "sideways")
@@ -321,6 +446,29 @@ def test_verdict_reports_no_progress_when_nobody_acquired() -> None:
     timeline = _timeline((0, "A", Kind.NOT_ACQUIRED, None), final=None)
     assert not timeline.verdict.progress
     assert "nobody acquired" in timeline.verdict.summary()
+
+
+def test_a_versioned_resource_refuses_a_write_from_a_client_that_has_not_read_it() -> None:
+    with FakeBench() as bench, bench.running():
+        from lockguide.scenarios import Run, Way
+
+        run = Run(bench, ClockJumpOnOneNode(), Way.FIXED)
+        client = bench.server().client()
+        a = run.holder("A", run.lock(client, "lock:ledger", 1_000), [client])
+        resource = VersionedResource(bench.resource_client(), "ledger:balance")
+        with pytest.raises(BadArgument):
+            a.write(resource)
+        assert a.read(resource) == 0
+        assert a.write(resource)
+        assert resource.read() == "A's write"
+
+
+def test_figure_titles_a_run_nobody_won_as_such() -> None:
+    from lockguide.scenarios.plot import figure
+
+    timeline = _timeline((0, "A", Kind.NOT_ACQUIRED, None), final=None)
+    title = figure(timeline).axes[0].get_title(loc="left")
+    assert "nobody acquired the lock" in title
 
 
 def test_figure_draws_one_panel_per_timeline_with_a_legend() -> None:

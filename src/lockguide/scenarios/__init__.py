@@ -35,10 +35,12 @@ from lockguide.scenarios.core import (
     Resource,
     Run,
     Scenario,
+    VersionedResource,
     Way,
 )
 from lockguide.scenarios.failover import FailoverLosesLock, RestartForgetsLock
 from lockguide.scenarios.lease import BareDelAfterExpiry, PausedHolder, WorkOutlastsTtl
+from lockguide.scenarios.redlock import ClockJumpOnOneNode, RedlockRestartForgetsLock, SplitVote
 from lockguide.scenarios.timeline import Event, Interval, Kind, Timeline, Verdict
 
 #: Every scenario, in the order the guide tells them.
@@ -48,6 +50,9 @@ SCENARIOS: tuple[type[Scenario], ...] = (
     WorkOutlastsTtl,
     FailoverLosesLock,
     RestartForgetsLock,
+    ClockJumpOnOneNode,
+    RedlockRestartForgetsLock,
+    SplitVote,
 )
 
 __all__ = [
@@ -57,6 +62,7 @@ __all__ = [
     "Bench",
     "ClientBench",
     "Clock",
+    "ClockJumpOnOneNode",
     "Event",
     "FailoverLosesLock",
     "FailoverPair",
@@ -69,13 +75,16 @@ __all__ = [
     "PlainResource",
     "RealBench",
     "RealClock",
+    "RedlockRestartForgetsLock",
     "Resource",
     "RestartForgetsLock",
     "Run",
     "Scenario",
     "ServerHandle",
+    "SplitVote",
     "Timeline",
     "Verdict",
+    "VersionedResource",
     "VirtualClock",
     "Way",
     "WorkOutlastsTtl",

@@ -10,14 +10,21 @@ development dependency; this module is imported only when a ``FakeBench`` is mad
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import threading
+import time
 from typing import Any
 
 import fakeredis
+import redis
+from fakeredis import _msgs as msgs
+from fakeredis._clients._sync import FakeRedisConnection
 from fakeredis._core._database import Database
 
 from lockguide.scenarios.clock import VirtualClock
 
-__all__ = ["ClockedFakeServer"]
+__all__ = ["ClockedFakeServer", "delayed_client"]
 
 
 class _ClockedDatabase(Database):
@@ -61,3 +68,82 @@ class ClockedFakeServer(fakeredis.FakeServer):
     def client(self, **kwargs: Any) -> fakeredis.FakeRedis:
         """A new client of this server."""
         return fakeredis.FakeRedis(server=self, **kwargs)
+
+
+#: How long a read with no timeout waits on a delayed link before it gives up.
+_FOREVER_S = 60.0
+
+
+# fakeredis's connection classes are partly untyped; this module treats them as Any.
+_FakeConnection: Any = FakeRedisConnection
+
+
+class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
+    """A fakeredis connection on a slow path: requests and replies each take ``delay_s``.
+
+    ``send_packed_command`` returns at once and a timer hands the bytes to the
+    server when the delay is over; the reply becomes readable ``delay_s`` after
+    the server produced it. ``read_response`` waits for a reply at most its
+    ``timeout`` (fakeredis's own waits without limit).
+    """
+
+    delay_s: float = 0.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_flight: list[threading.Timer] = []
+        self._replies_at: collections.deque[float] = collections.deque()
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.delay_s:
+            super().send_packed_command(command, check_health=False)
+            return
+        if not self._server.connected:  # a refused connection costs no delay
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
+        timer = threading.Timer(self.delay_s, self._arrive, (command,))
+        timer.daemon = True
+        self._in_flight = [t for t in self._in_flight if t.is_alive()] + [timer]
+        timer.start()
+
+    def _arrive(self, command: Any) -> None:
+        # The connection may have been closed while the request was on its way.
+        self._replies_at.append(time.monotonic() + self.delay_s)
+        with contextlib.suppress(redis.RedisError, OSError, AttributeError):
+            _FakeConnection.send_packed_command(self, command, check_health=False)
+
+    def read_response(self, **kwargs: Any) -> Any:
+        if not self.delay_s:
+            return super().read_response(**kwargs)
+        timeout = kwargs.get("timeout")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._reply_waiting(_FOREVER_S if timeout is None else timeout):
+            raise redis.TimeoutError("Timeout reading from the delayed link")
+        visible = self._replies_at.popleft() if self._replies_at else time.monotonic()
+        if deadline is not None and visible > deadline:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            raise redis.TimeoutError("Timeout reading from the delayed link")
+        time.sleep(max(0.0, visible - time.monotonic()))
+        return super().read_response(**kwargs)
+
+    def _reply_waiting(self, timeout_s: float) -> bool:
+        """Wait until the server has answered (polling: the handshake has no selector yet)."""
+        deadline = time.monotonic() + timeout_s
+        while self._sock is not None and self._sock.responses.empty():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.0005))
+        return self._sock is not None
+
+    def disconnect(self, *args: Any) -> None:
+        for timer in self._in_flight:
+            timer.cancel()
+        self._in_flight = []
+        self._replies_at.clear()
+        super().disconnect(*args)
+
+
+def delayed_client(server: ClockedFakeServer, delay_ms: float) -> fakeredis.FakeRedis:
+    """A client of ``server`` whose requests and replies each arrive ``delay_ms`` late."""
+    connection = type("DelayedConnection", (_DelayedConnection,), {"delay_s": delay_ms / 1000.0})
+    return fakeredis.FakeRedis(server=server, connection_class=connection)

@@ -66,6 +66,19 @@ class ServerHandle:
 
     def crash_and_restart(self) -> None:
         """The server crashes and comes straight back, with whatever it persisted."""
+        self.crash()
+        self.restart()
+
+    def crash(self) -> None:
+        """The server crashes and stays down: every command to it fails until :meth:`restart`."""
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        """The crashed server starts again, with whatever it persisted."""
+        raise NotImplementedError
+
+    def link(self, delay_ms: float) -> redis.Redis:
+        """A client of this server on a slower path: requests and replies take ``delay_ms`` more."""
         raise NotImplementedError
 
     def jump_clock(self, ms: float) -> None:
@@ -205,19 +218,28 @@ class FakeServerHandle(ServerHandle):
         client: redis.Redis = self._server.client()
         return client
 
-    def crash_and_restart(self) -> None:
-        """Modelled in place: the same in-process server, as the restarted process.
+    def crash(self) -> None:
+        """Modelled in place: the in-process server refuses every command from now on.
 
-        Without persistence it comes back empty. A persistent server keeps
-        every key with the TTL it had left, which is what replaying an
-        append-only file written with ``appendfsync always`` restores (Redis
-        stores expiries as absolute times, so a lease keeps running while the
-        server is down). Either way it has forgotten its loaded scripts.
+        Without persistence its keys are gone; a persistent server keeps every
+        key with the TTL it had left, which is what replaying an append-only
+        file written with ``appendfsync always`` restores (Redis stores expiries
+        as absolute times, so a lease keeps running while the server is down).
+        Either way it forgets its loaded scripts.
         """
         admin = self._server.client()
         if not self._persistent:
             admin.flushall()
         admin.script_flush()
+        self._server.connected = False
+
+    def restart(self) -> None:
+        """The same in-process server accepts commands again, as the restarted process."""
+        self._server.connected = True
+
+    def link(self, delay_ms: float) -> redis.Redis:
+        client: redis.Redis = self._bench._fake.delayed_client(self._server, delay_ms)
+        return client
 
     def jump_clock(self, ms: float) -> None:
         """Exact: this server's clock runs ``ms`` ahead from now on."""
@@ -356,7 +378,14 @@ def default_starter(base: Path) -> ServerStarter:
 
 
 def _connect(process: ServerProcess) -> redis.Redis:
-    return redis.Redis(host=process.host, port=process.port, socket_timeout=5.0)
+    """A client that fails at once, with no retries, while the server is down."""
+    return redis.Redis(
+        host=process.host,
+        port=process.port,
+        socket_timeout=5.0,
+        socket_connect_timeout=1.0,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 def _configure(process: ServerProcess, *, persistent: bool) -> None:
@@ -387,6 +416,7 @@ class RealServerHandle(ServerHandle):
         self.process = bench._start(persistent)
         _configure(self.process, persistent=persistent)
         self._clients: list[redis.Redis] = []
+        self._relays: list[Relay] = []
 
     @property
     def persistent(self) -> bool:
@@ -397,18 +427,30 @@ class RealServerHandle(ServerHandle):
         self._clients.append(client)
         return client
 
-    def crash_and_restart(self) -> None:
-        """``SIGKILL``, then start again on the same port and data directory.
+    def crash(self) -> None:
+        """``SIGKILL``: connections to it are refused until :meth:`restart`."""
+        self.process.kill()
+
+    def restart(self) -> None:
+        """Start again on the same port and data directory.
 
         A server started with ``appendonly yes`` replays its append-only file
         (with ``appendfsync always``, every acknowledged write is in it); one
         without persistence comes back empty.
         """
-        self.process.kill()
         self.process.start()
         _configure(self.process, persistent=self._persistent)
         for client in self._clients:
             client.connection_pool.disconnect()
+
+    def link(self, delay_ms: float) -> redis.Redis:
+        """A client through a loopback :class:`Relay` holding requests and replies ``delay_ms``."""
+        relay = Relay((self.process.host, self.process.port), delay_s=delay_ms / 1000.0)
+        self._relays.append(relay)
+        host, port = relay.address
+        client = redis.Redis(host=host, port=port, socket_timeout=5.0)
+        self._clients.append(client)
+        return client
 
     def jump_clock(self, ms: float) -> None:
         """Emulated: a real server's clock cannot be moved from here.
@@ -432,6 +474,8 @@ class RealServerHandle(ServerHandle):
         for client in self._clients:
             with contextlib.suppress(Exception):
                 client.close()
+        for relay in self._relays:
+            relay.close()
         with contextlib.suppress(Exception):
             self.process.stop()
 
@@ -593,8 +637,14 @@ class _ClientServer(ServerHandle):
     def client(self) -> redis.Redis:
         return self._client
 
-    def crash_and_restart(self) -> None:
+    def crash(self) -> None:
+        raise ScenarioError("ClientBench cannot crash a server it did not start: use RealBench")
+
+    def restart(self) -> None:
         raise ScenarioError("ClientBench cannot restart a server it did not start: use RealBench")
+
+    def link(self, delay_ms: float) -> redis.Redis:
+        raise ScenarioError("ClientBench does not slow down your network: use RealBench")
 
     def jump_clock(self, ms: float) -> None:
         raise ScenarioError("ClientBench does not move the clock of your server: use FakeBench")

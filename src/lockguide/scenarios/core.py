@@ -20,18 +20,27 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import redis
 from redis.exceptions import RedisError
 
-from lockguide.errors import BadArgument, BadArgumentType, LockError, LockLost, StaleToken
+from lockguide.errors import (
+    BadArgument,
+    BadArgumentType,
+    LockError,
+    LockLost,
+    MajorityLost,
+    StaleToken,
+)
 from lockguide.fencing import FencedLock, FencedStore
 from lockguide.lock import Lock
+from lockguide.redlock import Attempt, Redlock
 from lockguide.renewal import Watchdog
 from lockguide.scenarios.bench import Bench
 from lockguide.scenarios.timeline import Event, Kind, Timeline
 from lockguide.validity import quorum
+from lockguide.versioned import VersionedValue
 
 __all__ = [
     "BareDelLock",
@@ -41,6 +50,7 @@ __all__ = [
     "Resource",
     "Run",
     "Scenario",
+    "VersionedResource",
     "Way",
 ]
 
@@ -67,9 +77,11 @@ class LockLike(Protocol):
     @property
     def ttl_ms(self) -> int: ...  # pragma: no cover - protocol
 
-    def acquire(self, *, blocking: bool = True) -> bool: ...  # pragma: no cover - protocol
+    def acquire(
+        self, *, blocking: bool = True, timeout_ms: float | None = ...
+    ) -> bool: ...  # pragma: no cover - protocol
 
-    def release(self) -> None: ...  # pragma: no cover - protocol
+    def release(self) -> object: ...  # pragma: no cover - protocol
 
 
 class BareDelLock(Lock):
@@ -87,13 +99,20 @@ class BareDelLock(Lock):
 
 
 class _Hooks:
-    """Set by a :class:`Holder` on its lock: the run's clock, the pause gate, the recorder."""
+    """Set by a :class:`Holder` on its lock: the run's clock, the pause gate, the recorders."""
 
-    def __init__(self, now: Callable[[], float], on_extend: Callable[[float, bool], None]):
+    def __init__(
+        self,
+        now: Callable[[], float],
+        on_extend: Callable[[float, bool], None],
+        on_try: Callable[[float, Attempt], None],
+    ):
         self.now = now
         self.on_extend = on_extend
+        self.on_try = on_try
         self.running = threading.Event()
         self.running.set()
+        self.try_started: float | None = None
 
 
 def _recorded_extend(hooks: _Hooks | None, extend: Callable[[], None]) -> None:
@@ -127,6 +146,23 @@ class _RecordedFencedLock(FencedLock):
 
     def extend(self, ttl_ms: int | None = None) -> None:
         _recorded_extend(self.hooks, lambda: FencedLock.extend(self, ttl_ms))
+
+
+class _RecordedRedlock(Redlock):
+    """``Redlock`` whose every try is recorded: a refused try as *not acquired*, with its votes."""
+
+    hooks: _Hooks | None = None
+
+    def _try_set(self, value: str, started: float) -> bool:
+        hooks = self.hooks
+        if hooks is None:
+            return super()._try_set(value, started)
+        hooks.try_started = hooks.now()
+        won = super()._try_set(value, started)
+        attempt = self.last_attempt
+        if not won and attempt is not None:
+            hooks.on_try(hooks.try_started, attempt)
+        return won
 
 
 class Resource:
@@ -182,6 +218,44 @@ class FencedResource(Resource):
         return self.store.read().value
 
 
+class VersionedResource(Resource):
+    """A :class:`~lockguide.VersionedValue`: a write must name the version its writer read.
+
+    Each client reads the value and its version when it starts its work
+    (:meth:`Holder.read`); its write is a compare-and-set on that version, so a
+    write made after someone else's has moved the version is refused, whatever
+    the lock believed. The check is the resource's, not the lock's.
+    """
+
+    name = "versioned resource"
+
+    def __init__(self, client: redis.Redis, key: str) -> None:
+        self.value = VersionedValue(client, key)
+        self._read: dict[str, int] = {}
+
+    def begin(self, holder: Holder) -> int:
+        """Read the version ``holder`` will write against; return it."""
+        version = self.value.read().version
+        self._read[holder.name] = version
+        return version
+
+    def write(self, holder: Holder, value: str) -> tuple[bool, str]:
+        expected = self._read.get(holder.name)
+        if expected is None:
+            raise BadArgument(f"{holder.name} has not read the resource: call its read() first")
+        result = self.value.compare_and_set(expected, value)
+        if result.accepted:
+            self._read[holder.name] = result.version
+            return True, f"compare-and-set on version {expected}: now version {result.version}"
+        return False, (
+            f"compare-and-set on version {expected}, but the resource is at version "
+            f"{result.version}: someone wrote since {holder.name} read it"
+        )
+
+    def read(self) -> str | None:
+        return self.value.read().value
+
+
 class Holder:
     """One client of the lock in a scenario: it acquires, pauses, writes, releases.
 
@@ -196,13 +270,13 @@ class Holder:
         self.name = name
         self.lock = lock
         self.servers = list(servers)
-        self.hooks = _Hooks(run.now, self._extended)
+        self.hooks = _Hooks(run.now, self._extended, self._tried)
         self.lease_end_ms: float | None = None
         self._value: str | None = None
         self._token: int | None = None
         self._writes = 0
         self.watchdog: Watchdog | None = None
-        if isinstance(lock, _RecordedLock | _RecordedFencedLock):
+        if isinstance(lock, _RecordedLock | _RecordedFencedLock | _RecordedRedlock):
             lock.hooks = self.hooks
 
     @property
@@ -216,45 +290,90 @@ class Holder:
         return self._token if self._value is not None else None
 
     def owns(self) -> bool:
-        """Whether the servers (a majority of them) still hold this client's value."""
+        """Whether the servers still keep this client's lease from anyone else.
+
+        True while the servers that hold this client's value, together with
+        those that are down (a server that is down grants nothing to anybody),
+        are a majority: one server for a single-instance lock, three of five
+        for a Redlock.
+        """
         if self._value is None:
             return False
         wanted = self._value.encode("utf-8")
-        votes = 0
+        blocking = 0
         for client in self.servers:
-            with contextlib.suppress(RedisError):
-                votes += client.get(self.lock.key) == wanted
-        return votes >= quorum(len(self.servers))
+            try:
+                blocking += client.get(self.lock.key) == wanted
+            except RedisError:
+                blocking += 1
+        return blocking >= quorum(len(self.servers))
 
-    def acquire(self) -> bool:
-        """One attempt (no waiting); records *acquired* or *not acquired*."""
+    def acquire(self, *, timeout_ms: float | None = None) -> bool:
+        """Take the lock; records *acquired*, or *not acquired* with the reason.
+
+        Without ``timeout_ms``, one attempt. With it, the lock's own blocking
+        acquire, retrying as the lock does until ``timeout_ms`` (a Redlock made
+        by :meth:`Run.redlock` records every refused try as it happens).
+        """
         self.run.begin()
         started = self.run.now()
-        got = self.lock.acquire(blocking=False)
+        self.hooks.try_started = None
+        if timeout_ms is None:
+            got = self.lock.acquire(blocking=False)
+        else:
+            got = self.lock.acquire(blocking=True, timeout_ms=timeout_ms)
+        if self.hooks.try_started is not None:
+            started = self.hooks.try_started
         if not got:
-            self.run.record(self.name, Kind.NOT_ACQUIRED, "the key is held by someone else")
+            if isinstance(self.lock, _RecordedRedlock) and timeout_ms is None:
+                return False  # its one try is recorded already, with its votes
+            if timeout_ms is not None:
+                why = f"gave up after {timeout_ms:.0f} ms"
+            elif isinstance(self.lock, Redlock):
+                why = "no majority: " + _votes(self.lock.last_attempt)
+            else:
+                why = "the key is held by someone else"
+            self.run.record(self.name, Kind.NOT_ACQUIRED, why)
             return False
         self._value = self.lock.value
         self._token = self.lock.token if isinstance(self.lock, FencedLock) else None
         self.lease_end_ms = started + self.lock.ttl_ms
         detail = f"lease {self.lock.ttl_ms} ms"
+        if isinstance(self.lock, Redlock):
+            detail += " on " + _votes(self.lock.last_attempt)
         if self.token is not None:
             detail += f", fencing token {self.token}"
         self.run.record(self.name, Kind.ACQUIRED, detail)
         return True
 
+    def read(self, resource: VersionedResource) -> int:
+        """Read the resource's value and version before working on it; records *read*."""
+        self.run.settle()
+        version = resource.begin(self)
+        self.run.record(self.name, Kind.READ, f"version {version}")
+        return version
+
     def write(self, resource: Resource) -> bool:
         """Write ``"<name>'s write"`` (numbered after the first) to the resource."""
-        self._writes += 1
-        value = f"{self.name}'s write" + (f" #{self._writes}" if self._writes > 1 else "")
+        number = self._writes + 1
+        value = f"{self.name}'s write" + (f" #{number}" if number > 1 else "")
         self.run.settle()
         accepted, detail = resource.write(self, value)
+        self._writes = number
         kind = Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED
         self.run.record(self.name, kind, detail, value=value)
         return accepted
 
     def release(self) -> None:
-        """Release through the lock (or its watchdog); records what the release did."""
+        """Release through the lock (or its watchdog); records what the release did.
+
+        Holds the run's mutex throughout, so that what the servers held before
+        and after is this release's doing, not another client's thread's.
+        """
+        with self.run.mutex:
+            self._release()
+
+    def _release(self) -> None:
         self.run.settle()
         self.lease_end_ms = None  # whatever happens next ends the lease; no "lost" for it
         key = self.lock.key
@@ -271,7 +390,9 @@ class Holder:
             return
         finally:
             self.watchdog = None
-        others = {v for v in before if v is not None and v != mine}
+        # Only other holders' values count: with clients acting at once, a value
+        # may come and go between the two reads through its own client's doing.
+        others = {v for v in before if v is not None and v != mine and self.run.holds(v)}
         after = [_get(client, key) for client in self.servers]
         deleted = [b for b, a in zip(before, after, strict=True) if b in others and a != b]
         owners = ", ".join(sorted({self.run.owner_of(v) for v in deleted}))
@@ -302,12 +423,18 @@ class Holder:
         self.watchdog = dog
         return dog
 
+    def _tried(self, started: float, attempt: Attempt) -> None:
+        why = "no majority: " + _votes(attempt)
+        self.run.record(self.name, Kind.NOT_ACQUIRED, why, in_passing=True)
+
     def _extended(self, started: float, ok: bool) -> None:
         if ok:
             self.lease_end_ms = started + self.lock.ttl_ms
-            self.run.record(self.name, Kind.RENEWED, f"lease reset to {self.lock.ttl_ms} ms")
+            detail = f"lease reset to {self.lock.ttl_ms} ms"
+            self.run.record(self.name, Kind.RENEWED, detail, in_passing=True)
         else:
-            self.run.record(self.name, Kind.RENEWAL_FAILED, "the key was gone or someone else's")
+            detail = "the key was gone or someone else's"
+            self.run.record(self.name, Kind.RENEWAL_FAILED, detail, in_passing=True)
 
     @property
     def wrote(self) -> bool:
@@ -328,9 +455,28 @@ def _get(client: redis.Redis, key: str) -> bytes | None:
     return raw if isinstance(raw, bytes) else None
 
 
+def _votes(attempt: Attempt | None) -> str:
+    """``"3 of 5 masters"``, with who refused and who did not answer."""
+    if attempt is None:
+        return "no try made"
+    total = attempt.granted + attempt.refused + attempt.failed
+    text = f"{attempt.granted} of {total} masters"
+    others = []
+    if attempt.refused:
+        others.append(f"{attempt.refused} held by others")
+    if attempt.failed:
+        others.append(f"{attempt.failed} unreachable")
+    return text + (f" ({', '.join(others)})" if others else "")
+
+
 def _why(error: LockError) -> str:
     if isinstance(error, StaleToken):
         return "stale token"
+    if isinstance(error, MajorityLost):
+        return (
+            f"MajorityLost: only {error.confirmed} of {error.masters} masters still held "
+            "its value; nothing of anyone else's was deleted"
+        )
     name = type(error).__name__
     return {
         "LockLost": "LockLost: the key is gone or someone else's; nothing was deleted",
@@ -353,7 +499,7 @@ class Run:
         self._t0: float | None = None
         self._events: list[Event] = []
         self._holders: list[Holder] = []
-        self._mutex = threading.RLock()
+        self.mutex = threading.RLock()
         self.approach = ""
 
     # -- time ---------------------------------------------------------------------------------
@@ -399,9 +545,19 @@ class Run:
         """A :class:`~lockguide.FencedLock` whose renewals (if any) are recorded."""
         return _RecordedFencedLock(client, key, ttl_ms)
 
+    def redlock(
+        self, masters: Sequence[redis.Redis], key: str, ttl_ms: int, **options: Any
+    ) -> Redlock:
+        """A :class:`~lockguide.Redlock` whose refused tries are recorded (``options`` as its)."""
+        return _RecordedRedlock(masters, key, ttl_ms, **options)
+
     def server_event(self, detail: str) -> None:
         """Record something the servers did (``actor`` is ``"redis"``), then what it cost."""
         self.record("redis", Kind.SERVER, detail)
+
+    def holds(self, value: bytes) -> bool:
+        """Whether ``value`` is the lock value of a client that believes it holds the lock."""
+        return any(h.value is not None and h.value.encode("utf-8") == value for h in self._holders)
 
     def owner_of(self, value: bytes) -> str:
         """The name of the client whose lock value this is."""
@@ -412,22 +568,35 @@ class Run:
 
     # -- events --------------------------------------------------------------------------------
 
-    def record(self, actor: str, kind: Kind, detail: str = "", *, value: str | None = None) -> None:
+    def record(
+        self,
+        actor: str,
+        kind: Kind,
+        detail: str = "",
+        *,
+        value: str | None = None,
+        in_passing: bool = False,
+    ) -> None:
         """Add an event now; settle the leases before (what ended meanwhile) and after
-        (what this event ended: a ``DEL`` of someone else's key)."""
+        (what this event ended: a ``DEL`` of someone else's key).
+
+        ``in_passing`` events (a renewal, one refused try inside a lock's retry
+        loop) are noted from the lock's own thread and change no lease: they
+        are appended without settling, so that noting them does not slow the
+        client down.
+        """
         self.begin()
-        with self._mutex:
-            renewal = kind in (Kind.RENEWED, Kind.RENEWAL_FAILED)
-            if not renewal and kind not in _CAUSES:
+        with self.mutex:
+            if not in_passing and kind not in _CAUSES:
                 self.settle()
             self._events.append(Event(round(self.now(), 1), actor, kind, detail, value))
-            if not renewal:
+            if not in_passing:
                 self.settle()
                 self.clock.tick(self.scenario.step_ms)
 
     def settle(self) -> None:
         """Record the leases that have ended since the last event."""
-        with self._mutex:
+        with self.mutex:
             now = self.now()
             for holder in self._holders:
                 if holder.lease_end_ms is None or holder.owns():
@@ -474,6 +643,8 @@ class Scenario:
         fixed: what the fixed run uses.
         real_time: the script needs real time to pass (a thread must run),
             even on a virtual clock.
+        liveness: the broken way fails to make progress (nobody acquires)
+            rather than letting two writers in.
 
     On a virtual clock each client action takes :attr:`step_ms`; on a real
     clock it takes what it takes.
@@ -483,6 +654,7 @@ class Scenario:
     broken: ClassVar[str] = ""
     fixed: ClassVar[str] = ""
     real_time: ClassVar[bool] = False
+    liveness: ClassVar[bool] = False
 
     @property
     def step_ms(self) -> float:

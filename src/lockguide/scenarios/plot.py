@@ -145,16 +145,20 @@ def draw(ax: Axes, timeline: Timeline, *, scale: float | None = None) -> None:
             ax.plot(t, y, "v", color=STALE, markersize=9, zorder=5)
 
     verdict = timeline.verdict
-    ok = verdict.safe
+    ok = verdict.safe and verdict.progress
+    if not verdict.progress:
+        outcome = "nobody acquired the lock"
+    else:
+        outcome = "mutual exclusion held, data intact" if ok else _bad(verdict.mutual_exclusion)
     ax.set_title(
-        f"{timeline.way}: {timeline.approach}\n"
-        + ("mutual exclusion held, data intact" if ok else _bad(verdict.mutual_exclusion)),
+        f"{timeline.way}: {timeline.approach}\n" + outcome,
         loc="left",
         fontsize=10,
         color="#1d6b34" if ok else "#a32121",
     )
     ax.set_yticks(list(rows.values()), [f"client {a}" for a in rows])
     ax.set_ylim(0.4, len(actors) + 0.6)
+    end = end or 1.0  # a run whose only event is at 0 still gets an axis
     ax.set_xlim(-end * 0.02 / scale, end * 1.03 / scale)
     ax.set_xlabel("time since the run started (" + ("s" if scale == 1000.0 else "ms") + ")")
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
@@ -206,7 +210,7 @@ def figure(*timelines: Timeline, width: float = 9.0) -> Figure:
         draw(ax, timeline, scale=scale)
     for ax in axes[:-1, 0]:
         ax.set_xlabel("")
-    last = max(t.end_ms for t in timelines)
+    last = max(t.end_ms for t in timelines) or 1.0
     axes[0, 0].set_xlim(-last * 0.02 / scale, last * 1.03 / scale)
     fig.suptitle(timelines[0].scenario, x=0.01, ha="left", fontsize=12, fontweight="bold")
     fig.legend(handles=_legend(), loc="outside lower center", ncols=4, fontsize=8, frameon=False)

@@ -11,7 +11,9 @@ it happens at exactly the moment the scenario chooses.
 
 The same relay in front of the primary is the address the clients use: after a
 failover it is :meth:`Relay.retarget`-ed at the promoted replica, as a virtual
-IP is moved.
+IP is moved. With a delay, a relay is a slower network path: every request
+reaches the server that much later, and every reply the client (the
+split-vote scenario gives each client near and far masters this way).
 """
 
 from __future__ import annotations
@@ -19,15 +21,23 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 
 __all__ = ["Relay"]
 
 
 class Relay:
-    """Forward one TCP port on 127.0.0.1 to ``target`` until :meth:`cut`."""
+    """Forward one TCP port on 127.0.0.1 to ``target`` until :meth:`cut`.
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    Args:
+        target: the server's address.
+        delay_s: how long each chunk of bytes is held before it is passed on,
+            in each direction: the extra one-way latency of this path.
+    """
+
+    def __init__(self, target: tuple[str, int], *, delay_s: float = 0.0) -> None:
         self.target = target
+        self.delay_s = delay_s
         self._cut = threading.Event()
         self._closing = False
         self._sockets: list[socket.socket] = []
@@ -88,17 +98,24 @@ class Relay:
                 downstream.close()
                 continue
             upstream.settimeout(None)
+            for sock in (downstream, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._mutex:
                 self._sockets += [downstream, upstream]
-            for src, dst in ((downstream, upstream), (upstream, downstream)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, delay in (
+                (downstream, upstream, self.delay_s),
+                (upstream, downstream, self.delay_s),
+            ):
+                threading.Thread(target=self._pump, args=(src, dst, delay), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, delay_s: float) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if delay_s:
+                    time.sleep(delay_s)
                 if not self._cut.is_set():
                     dst.sendall(data)
         except OSError:

@@ -29,6 +29,7 @@ class Kind(StrEnum):
 
     ACQUIRED = "acquired"
     NOT_ACQUIRED = "not acquired"
+    READ = "read"
     PAUSED = "paused"
     RESUMED = "resumed"
     RENEWED = "renewed"
@@ -45,8 +46,9 @@ class Kind(StrEnum):
 
 #: Events after which a client no longer believes it holds the lock.
 BELIEF_ENDS = frozenset({Kind.RELEASED, Kind.RELEASE_REFUSED, Kind.RELEASED_OTHERS})
-#: Events after which the server no longer holds the client's lease.
-LEASE_ENDS = frozenset({Kind.EXPIRED, Kind.LOST, Kind.RELEASED})
+#: Events after which the server no longer holds the client's lease (a refused
+#: release still deletes the holder's value wherever it is left).
+LEASE_ENDS = frozenset({Kind.EXPIRED, Kind.LOST, Kind.RELEASED, Kind.RELEASE_REFUSED})
 
 
 @dataclass(frozen=True)
