@@ -328,8 +328,9 @@ class Holder:
             if isinstance(self.lock, _RecordedRedlock) and timeout_ms is None:
                 return False  # its one try is recorded already, with its votes
             if timeout_ms is not None:
-                why = f"gave up after {timeout_ms:.0f} ms"
-            elif isinstance(self.lock, Redlock):
+                self.run.record(self.name, Kind.GAVE_UP, f"no lock after {timeout_ms:.0f} ms")
+                return False
+            if isinstance(self.lock, Redlock):
                 why = "no majority: " + _votes(self.lock.last_attempt)
             else:
                 why = "the key is held by someone else"

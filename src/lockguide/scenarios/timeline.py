@@ -29,6 +29,7 @@ class Kind(StrEnum):
 
     ACQUIRED = "acquired"
     NOT_ACQUIRED = "not acquired"
+    GAVE_UP = "gave up"
     READ = "read"
     PAUSED = "paused"
     RESUMED = "resumed"
@@ -167,12 +168,12 @@ class Timeline:
 
     @property
     def actors(self) -> tuple[str, ...]:
-        """The clients in the order they first appear (``"redis"`` excluded)."""
-        seen: dict[str, None] = {}
-        for event in self.events:
-            if event.actor != "redis":
-                seen.setdefault(event.actor, None)
-        return tuple(seen)
+        """The clients by name (``"A"``, ``"B"``, ...; ``"redis"`` excluded).
+
+        By name rather than by first appearance, so that clients who start at
+        the same moment keep their rows from one run to the next.
+        """
+        return tuple(sorted({e.actor for e in self.events if e.actor != "redis"}))
 
     def of(self, actor: str, *kinds: Kind) -> list[Event]:
         """The events of one client, optionally only of some kinds."""
