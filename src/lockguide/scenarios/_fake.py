@@ -11,7 +11,6 @@ development dependency; this module is imported only when a ``FakeBench`` is mad
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 import time
 from typing import Any
@@ -92,6 +91,7 @@ class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_flight: list[threading.Timer] = []
+        self._arrived = threading.Condition()
         self._replies_at: collections.deque[float] = collections.deque()
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
@@ -106,40 +106,38 @@ class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
         timer.start()
 
     def _arrive(self, command: Any) -> None:
-        # The connection may have been closed while the request was on its way.
-        self._replies_at.append(time.monotonic() + self.delay_s)
-        with contextlib.suppress(redis.RedisError, OSError, AttributeError):
+        try:
+            before = self._sock.responses.qsize()
             _FakeConnection.send_packed_command(self, command, check_health=False)
+            replies = self._sock.responses.qsize() - before  # a pipeline has several
+        except (redis.RedisError, OSError, AttributeError):
+            return  # the connection was closed while the request was on its way
+        with self._arrived:
+            self._replies_at.extend([time.monotonic() + self.delay_s] * replies)
+            self._arrived.notify_all()
 
     def read_response(self, **kwargs: Any) -> Any:
         if not self.delay_s:
             return super().read_response(**kwargs)
         timeout = kwargs.get("timeout")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._reply_waiting(_FOREVER_S if timeout is None else timeout):
-            raise redis.TimeoutError("Timeout reading from the delayed link")
-        visible = self._replies_at.popleft() if self._replies_at else time.monotonic()
-        if deadline is not None and visible > deadline:
+        wait_s = _FOREVER_S if timeout is None else max(0.0, float(timeout))
+        deadline = time.monotonic() + wait_s
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: bool(self._replies_at), timeout=wait_s):
+                raise redis.TimeoutError("Timeout reading from the delayed link")
+            visible = self._replies_at.popleft()
+        if visible > deadline:
             time.sleep(max(0.0, deadline - time.monotonic()))
             raise redis.TimeoutError("Timeout reading from the delayed link")
         time.sleep(max(0.0, visible - time.monotonic()))
         return super().read_response(**kwargs)
 
-    def _reply_waiting(self, timeout_s: float) -> bool:
-        """Wait until the server has answered (polling: the handshake has no selector yet)."""
-        deadline = time.monotonic() + timeout_s
-        while self._sock is not None and self._sock.responses.empty():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(left, 0.0005))
-        return self._sock is not None
-
     def disconnect(self, *args: Any) -> None:
         for timer in self._in_flight:
             timer.cancel()
         self._in_flight = []
-        self._replies_at.clear()
+        with self._arrived:
+            self._replies_at.clear()
         super().disconnect(*args)
 
 

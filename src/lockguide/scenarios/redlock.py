@@ -261,10 +261,15 @@ class SplitVote(Scenario):
     timings vary from run to run; its outcome does not, as long as thread
     scheduling jitter stays well below ``far_ms``.
 
+    Each master's reply is waited for ``5 * far_ms`` (a far round trip takes
+    ``2 * far_ms``), so that a busy machine does not turn a slow reply into a
+    timeout and the outcome stays a matter of retry timing alone.
+
     Args:
         contenders: how many clients compete (3 to 5, so that nobody is near
             a majority).
-        far_ms: the extra latency to a client's far masters.
+        far_ms: the extra one-way latency to a client's far masters (each
+            request and each reply).
         retry_low_ms, retry_high_ms: the range each pause is drawn from (the
             broken run always takes its middle).
         window_ms: how long each client keeps trying.
@@ -302,10 +307,10 @@ class SplitVote(Scenario):
         if not _ms(self.window_ms, "window_ms") > 0:
             raise BadArgument(f"window_ms must be > 0, got {self.window_ms!r}")
         ttl = _check_ttl(self.ttl_ms)
-        if ttl <= 4 * self.far_ms:
+        if ttl <= 10 * self.far_ms:
             raise BadArgument(
-                f"ttl_ms ({ttl}) must be well above far_ms ({self.far_ms!r}): a try "
-                "takes far_ms, and the lease must outlast it"
+                f"ttl_ms ({ttl}) must be more than ten times far_ms ({self.far_ms!r}): "
+                "a try may wait 5 * far_ms for a master, and the lease must outlast that"
             )
 
     def script(self, run: Run, way: Way) -> Resource:
@@ -322,7 +327,7 @@ class SplitVote(Scenario):
                 masters,
                 run.bench.key(KEY),
                 self.ttl_ms,
-                node_timeout_ms=3 * self.far_ms,
+                node_timeout_ms=5 * self.far_ms,
                 retry_delay_ms=(self.retry_low_ms, self.retry_high_ms),
                 rng=_Midpoint() if way is Way.BROKEN else None,
             )
