@@ -1,9 +1,14 @@
-"""Behaviour of the single-instance Lock, on fakeredis and on a real redis-server."""
+"""Behaviour of the single-instance Lock, on fakeredis and on a real redis-server.
+
+The tests that take ``contender`` run for Redlock too: they prove what both share.
+"""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -18,9 +23,10 @@ from lockguide import (
     LockLost,
     NotAcquired,
     NotOwned,
+    Redlock,
 )
 from lockguide._scripts import RELEASE
-from tests.support import lose_replies_to, record_requests
+from tests.support import Backend, lose_replies_to, record_requests
 
 KEY = "lock:test"
 
@@ -74,8 +80,40 @@ def test_release_after_expiry_leaves_the_next_holders_lock_alone(r: redis.Redis)
     assert not Lock(r, KEY, ttl_ms=5_000).acquire(blocking=False)
 
 
-def test_release_without_acquire_or_twice_is_not_owned(r: redis.Redis) -> None:
-    lock = Lock(r, KEY, ttl_ms=5_000)
+class Contender:
+    """Makes locks of one kind on the test's backend, and reads the key on its servers."""
+
+    def __init__(self, make: Callable[..., Lock | Redlock], servers: list[redis.Redis]) -> None:
+        self.make = make
+        self.servers = servers
+        self.majority = len(servers) // 2 + 1
+
+    def servers_holding(self, value: str | None) -> int:
+        return sum(1 for server in self.servers if server.get(KEY) == (value or "").encode())
+
+    def servers_with_the_key(self) -> int:
+        return sum(1 for server in self.servers if server.exists(KEY))
+
+
+@pytest.fixture(params=["Lock", "Redlock"])
+def contender(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Contender]:
+    """A Lock on one server, then a Redlock on five masters: a test that takes this
+    fixture proves what the two share (owner checks, ``with``, the retry loop)."""
+    if request.param == "Lock":
+        servers = [backend.client()]
+        make: Callable[..., Lock | Redlock] = partial(Lock, servers[0], KEY)
+    else:
+        servers = backend.masters()
+        # 100 ms per master, as tests/test_redlock.py gives them: on a loaded machine a
+        # healthy server left unscheduled for the 50 ms default must not cost a vote.
+        make = partial(Redlock, servers, KEY, node_timeout_ms=100.0)
+    yield Contender(make, servers)
+    for server in servers:
+        server.close()
+
+
+def test_release_without_acquire_or_twice_is_not_owned(contender: Contender) -> None:
+    lock = contender.make(ttl_ms=5_000)
     with pytest.raises(NotOwned) as never:
         lock.release()
     assert not isinstance(never.value, LockLost)
@@ -85,28 +123,29 @@ def test_release_without_acquire_or_twice_is_not_owned(r: redis.Redis) -> None:
         lock.release()
 
 
-def test_acquiring_twice_on_one_object_is_refused(r: redis.Redis) -> None:
-    lock = Lock(r, KEY, ttl_ms=5_000)
+def test_acquiring_twice_on_one_object_is_refused(contender: Contender) -> None:
+    lock = contender.make(ttl_ms=5_000)
     lock.acquire()
     with pytest.raises(AlreadyAcquired):
         lock.acquire(blocking=False)
     assert lock.held
 
 
-def test_blocking_acquire_gets_the_lock_once_the_holder_expires(r: redis.Redis) -> None:
-    holder = Lock(r, KEY, ttl_ms=150)
+def test_blocking_acquire_gets_the_lock_once_the_holder_expires(contender: Contender) -> None:
+    holder = contender.make(ttl_ms=150)
     holder.acquire()
-    waiter = Lock(r, KEY, ttl_ms=5_000, retry_delay_ms=(5.0, 15.0))
+    waiter = contender.make(ttl_ms=5_000, retry_delay_ms=(5.0, 15.0))
     started = time.monotonic()
     assert waiter.acquire(timeout_ms=3_000)
     waited = time.monotonic() - started
     assert waited >= 0.1, "it cannot have got in before the holder's lease ran out"
-    assert r.get(KEY) == (waiter.value or "").encode()
+    # A Redlock wins as soon as a majority of the holder's keys have expired.
+    assert contender.servers_holding(waiter.value) >= contender.majority
 
 
-def test_blocking_acquire_gives_up_at_its_timeout(r: redis.Redis) -> None:
-    Lock(r, KEY, ttl_ms=10_000).acquire()
-    waiter = Lock(r, KEY, ttl_ms=5_000, retry_delay_ms=(10.0, 30.0))
+def test_blocking_acquire_gives_up_at_its_timeout(contender: Contender) -> None:
+    contender.make(ttl_ms=10_000).acquire()
+    waiter = contender.make(ttl_ms=5_000, retry_delay_ms=(10.0, 30.0))
     started = time.monotonic()
     assert not waiter.acquire(timeout_ms=200)
     waited_ms = (time.monotonic() - started) * 1000
@@ -116,7 +155,7 @@ def test_blocking_acquire_gives_up_at_its_timeout(r: redis.Redis) -> None:
 
 
 def test_retry_pauses_are_random_and_within_the_range(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    contender: Contender, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pauses: list[float] = []
     real_sleep = time.sleep
@@ -125,9 +164,10 @@ def test_retry_pauses_are_random_and_within_the_range(
         pauses.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr("lockguide.lock.time.sleep", recording_sleep)
-    Lock(r, KEY, ttl_ms=10_000).acquire()
-    assert not Lock(r, KEY, ttl_ms=1_000, retry_delay_ms=(10.0, 30.0)).acquire(timeout_ms=300)
+    monkeypatch.setattr(time, "sleep", recording_sleep)  # what lock.py and redlock.py call
+    contender.make(ttl_ms=10_000).acquire()
+    waiter = contender.make(ttl_ms=1_000, retry_delay_ms=(10.0, 30.0))
+    assert not waiter.acquire(timeout_ms=300)
     full = pauses[:-1]  # the last pause may be cut short by the deadline
     assert len(full) >= 5
     assert all(0.010 <= p <= 0.030 for p in full)
@@ -185,13 +225,13 @@ def test_extend_cannot_revive_an_expired_lock(r: redis.Redis) -> None:
         lock.extend()
 
 
-def test_context_manager_releases_on_exit_and_on_error(r: redis.Redis) -> None:
-    with Lock(r, KEY, ttl_ms=5_000) as lock:
-        assert r.get(KEY) == (lock.value or "").encode()
-    assert r.exists(KEY) == 0
-    with pytest.raises(RuntimeError), Lock(r, KEY, ttl_ms=5_000):
+def test_context_manager_releases_on_exit_and_on_error(contender: Contender) -> None:
+    with contender.make(ttl_ms=5_000) as lock:
+        assert contender.servers_holding(lock.value) == len(contender.servers)
+    assert contender.servers_with_the_key() == 0
+    with pytest.raises(RuntimeError), contender.make(ttl_ms=5_000):
         raise RuntimeError("work failed")
-    assert r.exists(KEY) == 0
+    assert contender.servers_with_the_key() == 0
 
 
 def test_context_manager_raises_not_acquired_when_busy(r: redis.Redis) -> None:

@@ -1,5 +1,9 @@
 """Behaviour of Redlock over five masters, on five fakeredis servers and on five
-real redis-server processes (``backend.masters()``: ports 6379-6383 under the harness)."""
+real redis-server processes (``backend.masters()``: ports 6379-6383 under the harness).
+
+What Redlock shares with Lock is tested for both in tests/test_lock.py (the
+``contender`` fixture): blocking acquire, its timeout and the random retry pauses,
+the NotOwned and AlreadyAcquired checks, and ``with`` releasing on exit and on error."""
 
 from __future__ import annotations
 
@@ -13,14 +17,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import lockguide.redlock as redlock_module
 from lockguide import (
-    AlreadyAcquired,
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
     LockLost,
     MajorityLost,
     NoQuorum,
-    NotOwned,
     Redlock,
     _multiplex,
     ttl_for_validity,
@@ -210,49 +212,6 @@ def test_validity_is_the_ttl_minus_elapsed_minus_drift(
 # -- retrying -------------------------------------------------------------------------
 
 
-def test_blocking_acquire_gets_the_lock_once_the_holder_expires(
-    masters: list[redis.Redis],
-) -> None:
-    Redlock(masters, KEY, ttl_ms=150).acquire()
-    waiter = Redlock(masters, KEY, ttl_ms=5_000, retry_delay_ms=(5.0, 15.0))
-    started = time.monotonic()
-    assert waiter.acquire(timeout_ms=3_000)
-    assert time.monotonic() - started >= 0.1, "not before the holder's lease ran out"
-    # It wins as soon as a majority of the holder's keys have expired.
-    assert values(masters).count((waiter.value or "").encode()) >= 3
-
-
-def test_blocking_acquire_gives_up_at_its_deadline(masters: list[redis.Redis]) -> None:
-    Redlock(masters, KEY, ttl_ms=10_000).acquire()
-    waiter = Redlock(masters, KEY, ttl_ms=5_000, retry_delay_ms=(10.0, 30.0))
-    started = time.monotonic()
-    assert not waiter.acquire(timeout_ms=200)
-    waited_ms = (time.monotonic() - started) * 1000
-    assert waited_ms >= 200
-    assert waited_ms < 200 + 2_000  # generous: shared machines are noisy
-    assert not waiter.held
-
-
-def test_retry_pauses_are_random_and_within_the_range(
-    masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pauses: list[float] = []
-    real_sleep = time.sleep
-
-    def recording_sleep(seconds: float) -> None:
-        pauses.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr("lockguide.redlock.time.sleep", recording_sleep)
-    Redlock(masters, KEY, ttl_ms=10_000).acquire()
-    waiter = Redlock(masters, KEY, ttl_ms=1_000, retry_delay_ms=(10.0, 30.0))
-    assert not waiter.acquire(timeout_ms=300)
-    full = pauses[:-1]  # the last pause may be cut short by the deadline
-    assert len(full) >= 5
-    assert all(0.010 <= p <= 0.030 for p in full)
-    assert len(set(full)) > 1, "retry pauses must not be a fixed delay"
-
-
 def test_a_failed_attempt_waits_only_after_releasing(
     masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -307,25 +266,6 @@ def test_release_with_less_than_a_majority_left_is_majority_lost(
     assert isinstance(lost.value, LockLost)
     assert values(masters) == [OTHER.encode()] * 3 + [None, None], "others' keys untouched"
     assert not lock.held
-
-
-def test_release_without_acquire_or_twice_is_not_owned(masters: list[redis.Redis]) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
-    with pytest.raises(NotOwned) as never:
-        lock.release()
-    assert not isinstance(never.value, LockLost)
-    lock.acquire()
-    lock.release()
-    with pytest.raises(NotOwned):
-        lock.release()
-
-
-def test_acquiring_twice_on_one_object_is_refused(masters: list[redis.Redis]) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
-    lock.acquire()
-    with pytest.raises(AlreadyAcquired):
-        lock.acquire(blocking=False)
-    assert lock.held
 
 
 def test_release_survives_a_script_flush_on_every_master(masters: list[redis.Redis]) -> None:
@@ -409,15 +349,6 @@ def test_an_extension_that_finishes_after_the_validity_does_not_count(
 
 
 # -- the context manager ----------------------------------------------------------------
-
-
-def test_context_manager_releases_on_exit_and_on_error(masters: list[redis.Redis]) -> None:
-    with Redlock(masters, KEY, ttl_ms=10_000) as lock:
-        assert values(masters) == [(lock.value or "").encode()] * 5
-    assert values(masters) == [None] * 5
-    with pytest.raises(RuntimeError), Redlock(masters, KEY, ttl_ms=10_000):
-        raise RuntimeError("work failed")
-    assert values(masters) == [None] * 5
 
 
 def test_context_manager_raises_no_quorum_with_the_counts(masters: list[redis.Redis]) -> None:

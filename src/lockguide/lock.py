@@ -34,15 +34,15 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 import redis
 from redis.exceptions import RedisError
 
 from lockguide import _multiplex, _validate
+from lockguide._lease import _UNSET, LeaseBase
 from lockguide._scripts import EXTEND, RELEASE, LuaScript
-from lockguide.errors import AlreadyAcquired, BadArgument, LockLost, NotAcquired, NotOwned
+from lockguide.errors import BadArgument, LockLost, NotAcquired, NotOwned
 from lockguide.tokens import new_lock_value
 from lockguide.validity import DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS, drift_ms
 
@@ -51,10 +51,8 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
 #: How long one request waits for Redis when no ``request_timeout_ms`` is given.
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
 
-_UNSET: float = -1.0
 
-
-class Lock:
+class Lock(LeaseBase):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
@@ -104,31 +102,7 @@ class Lock:
         self._value: str | None = None
         self._deadline = 0.0
 
-    # -- read-only facts -------------------------------------------------------------
-
-    @property
-    def key(self) -> str:
-        """The Redis key this lock uses."""
-        return self._key
-
-    @property
-    def ttl_ms(self) -> int:
-        """The lease requested on every acquire, in milliseconds."""
-        return self._ttl_ms
-
-    @property
-    def value(self) -> str | None:
-        """This holder's random value while the lock is held, else ``None``."""
-        return self._value
-
-    @property
-    def held(self) -> bool:
-        """Whether this object acquired the lock and has not released it.
-
-        This is the holder's *belief*. The lease may have expired meanwhile:
-        :meth:`validity_remaining_ms` says how much of it is left.
-        """
-        return self._value is not None
+    # -- read-only facts (key, ttl_ms, value and held are LeaseBase's) ---------------
 
     def validity_remaining_ms(self) -> float:
         """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
@@ -153,12 +127,7 @@ class Lock:
         Returns ``False`` when the lock is held by someone else and the wait
         ran out. Use ``with lock:`` to turn that into :class:`NotAcquired`.
         """
-        if self._value is not None:
-            raise AlreadyAcquired(self._key)
-        if timeout_ms == _UNSET:
-            wait_ms = self._timeout_ms
-        else:
-            wait_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
+        wait_ms = self._wait_ms(timeout_ms)
         value = new_lock_value()
         give_up_at = None if wait_ms is None else time.monotonic() + wait_ms / 1000.0
         while True:
@@ -175,12 +144,9 @@ class Lock:
                     self._script(RELEASE, (self._key,), (value,))
             if not blocking:
                 return False
-            pause = random.uniform(*self._retry_delay_ms) / 1000.0
-            if give_up_at is not None:
-                left = give_up_at - time.monotonic()
-                if left <= 0:
-                    return False
-                pause = min(pause, left)
+            pause = self._pause_s(random.uniform, time.monotonic(), give_up_at)
+            if pause is None:
+                return False
             time.sleep(pause)
 
     def release(self) -> None:
@@ -219,14 +185,6 @@ class Lock:
             waited = self._timeout_ms if self._timeout_ms is not None else 0.0
             raise NotAcquired(self._key, waited)
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
@@ -277,13 +235,6 @@ class Lock:
         if isinstance(reply, BaseException):
             raise reply
         return reply
-
-    def _take_value(self, action: str) -> str:
-        value = self._value
-        if value is None:
-            raise NotOwned(self._key, action)
-        self._value = None
-        return value
 
     @staticmethod
     def _usable_ms(ttl_ms: int) -> float:

@@ -32,16 +32,15 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import redis
 
 from lockguide import _multiplex, _validate
+from lockguide._lease import _UNSET, LeaseBase
 from lockguide._multiplex import Node, node_for
 from lockguide._scripts import EXTEND, RELEASE, LuaScript
 from lockguide.errors import (
-    AlreadyAcquired,
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
@@ -59,7 +58,6 @@ __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "Redlock"]
 #: documentation suggests for a 10 s lock.
 DEFAULT_NODE_TIMEOUT_MS = 50.0
 
-_UNSET: float = -1.0
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 # Every duration this module measures comes from here (tests replace it).
@@ -138,7 +136,7 @@ def _check_masters(masters: object) -> tuple[redis.Redis, ...]:
     return clients
 
 
-class Redlock:
+class Redlock(LeaseBase):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
@@ -237,17 +235,7 @@ class Redlock:
         self._last: tuple[float, int, int, int] | None = None
         self._usable_s = validity_ms(self._ttl_ms, 0.0) / 1000.0
 
-    # -- read-only facts -------------------------------------------------------------
-
-    @property
-    def key(self) -> str:
-        """The Redis key this lock uses on every master."""
-        return self._key
-
-    @property
-    def ttl_ms(self) -> int:
-        """The lease requested on each master, in milliseconds."""
-        return self._ttl_ms
+    # -- read-only facts (key, ttl_ms, value and held are LeaseBase's) ---------------
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
@@ -263,20 +251,6 @@ class Redlock:
     def node_timeout_ms(self) -> float:
         """How long each master's reply is waited for."""
         return self._node_timeout_ms
-
-    @property
-    def value(self) -> str | None:
-        """This holder's random value while the lock is held, else ``None``."""
-        return self._value
-
-    @property
-    def held(self) -> bool:
-        """Whether this object acquired the lock and has not released or lost it.
-
-        This is the holder's *belief*; :meth:`validity_remaining_ms` says how
-        much of the lease its own clock still allows.
-        """
-        return self._value is not None
 
     @property
     def extensions_left(self) -> int:
@@ -320,12 +294,7 @@ class Redlock:
 
         :attr:`last_attempt` tells what the final try saw.
         """
-        if self._value is not None:
-            raise AlreadyAcquired(self._key)
-        if timeout_ms == _UNSET:
-            wait_ms = self._timeout_ms
-        else:
-            wait_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
+        wait_ms = self._wait_ms(timeout_ms)
         give_up_at = None if wait_ms is None else _now() + wait_ms / 1000.0
         while True:
             value = new_lock_value()
@@ -340,12 +309,9 @@ class Redlock:
             self._run_script(RELEASE, value)
             if not blocking:
                 return False
-            pause = self._uniform(*self._retry_delay_ms) / 1000.0
-            if give_up_at is not None:
-                left = give_up_at - _now()
-                if left <= 0:
-                    return False
-                pause = min(pause, left)
+            pause = self._pause_s(self._uniform, _now(), give_up_at)
+            if pause is None:
+                return False
             time.sleep(pause)
 
     def release(self) -> int:
@@ -362,13 +328,7 @@ class Redlock:
         value = self._take_value("release")
         released = self._count_ones(self._run_script(RELEASE, value))
         if released < self._quorum:
-            raise MajorityLost(
-                self._key,
-                "release",
-                confirmed=released,
-                needed=self._quorum,
-                masters=len(self._masters),
-            )
+            raise self._majority_lost("release", released)
         return released
 
     def extend(self, ttl_ms: int | None = None) -> int:
@@ -405,13 +365,7 @@ class Redlock:
         self._run_script(RELEASE, self._take_value("extend"))
         if extended >= self._quorum:
             raise LockLost(self._key, "extend")
-        raise MajorityLost(
-            self._key,
-            "extend",
-            confirmed=extended,
-            needed=self._quorum,
-            masters=len(self._masters),
-        )
+        raise self._majority_lost("extend", extended)
 
     def __enter__(self) -> Redlock:
         started = _now()
@@ -427,14 +381,6 @@ class Redlock:
                 needed=self._quorum,
             )
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
@@ -471,9 +417,8 @@ class Redlock:
     def _count_ones(replies: list[Any]) -> int:
         return sum(1 for reply in replies if reply == 1)
 
-    def _take_value(self, action: str) -> str:
-        value = self._value
-        if value is None:
-            raise NotOwned(self._key, action)
-        self._value = None
-        return value
+    def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
+        """The error for an ``action`` that fewer than a majority of masters confirmed."""
+        return MajorityLost(
+            self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
+        )

@@ -26,11 +26,11 @@ lease runs out as if there were no watchdog.
 from __future__ import annotations
 
 import threading
-from types import TracebackType
 
 from redis.exceptions import RedisError
 
 from lockguide import _validate
+from lockguide._lease import ReleasedOnExit
 from lockguide.errors import (
     BadArgument,
     BadArgumentType,
@@ -44,7 +44,7 @@ from lockguide.lock import Lock
 __all__ = ["Watchdog"]
 
 
-class Watchdog:
+class Watchdog(ReleasedOnExit):
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
     Every ``every_ms`` the thread extends the lease by the lock's TTL with
@@ -195,14 +195,6 @@ class Watchdog:
             self._lock.__enter__()  # acquires, or raises NotAcquired like `with lock:`
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("running" if self.running else "stopped")
