@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from lockguide import _validate
 from lockguide.errors import BadArgument
 from lockguide.scenarios.core import FencedResource, PlainResource, Resource, Run, Scenario, Way
-from lockguide.scenarios.lease import KEY, RESOURCE
+from lockguide.scenarios.lease import KEY, RESOURCE, b_tries_while_a_works
 
 __all__ = ["FailoverLosesLock", "RestartForgetsLock"]
 
@@ -81,15 +81,7 @@ class FailoverLosesLock(Scenario):
         run.at(10)
         pair.fail_over()
         run.server_event("the primary crashes; the replica is promoted without A's key")
-        run.at(20)
-        if b.acquire():
-            b.write(resource)
-        run.at(30)
-        a.write(resource)
-        a.release()
-        if b.value is not None:
-            b.release()
-        return resource
+        return b_tries_while_a_works(run, a, b, resource)
 
 
 @dataclass(frozen=True)
@@ -132,15 +124,4 @@ class RestartForgetsLock(Scenario):
             run.server_event("the server crashes and restarts, replaying its append-only file")
         else:
             run.server_event("the server crashes and restarts empty: it persisted nothing")
-        run.at(20)
-        got = b.acquire()
-        if got:
-            b.write(resource)
-        run.at(30)
-        a.write(resource)
-        a.release()
-        if not got and b.acquire():
-            b.write(resource)
-        if b.value is not None:
-            b.release()
-        return resource
+        return b_tries_while_a_works(run, a, b, resource)

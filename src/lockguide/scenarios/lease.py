@@ -8,6 +8,7 @@ always runs in real time with short TTLs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lockguide import _validate
@@ -20,6 +21,7 @@ from lockguide.scenarios.core import (
     Resource,
     Run,
     Scenario,
+    VersionedResource,
     Way,
 )
 
@@ -51,6 +53,46 @@ def _step(ttl_ms: float, pause_ms: float) -> float:
     """A twentieth of the TTL, or less, so that B's two actions fit before A resumes."""
     window = _arrival(ttl_ms, pause_ms)
     return max(0.1, min(ttl_ms / 20, (pause_ms - window) / 4, window / 4))
+
+
+def b_tries_while_a_works(
+    run: Run,
+    a: Holder,
+    b: Holder,
+    resource: Resource,
+    *,
+    then: Callable[[], None] | None = None,
+    reads: VersionedResource | None = None,
+) -> Resource:
+    """The rest of every story in which the key vanished under A (the server's doing).
+
+    At 20 ms B tries the lock and, if it gets it, writes; at 30 ms A, which
+    noticed nothing, writes and releases. After ``then`` (more server events),
+    B tries again if it was refused, writes, and releases. With ``reads``, each
+    client reads the versioned resource right after acquiring.
+    """
+
+    def acquire_and_write(holder: Holder) -> bool:
+        if not holder.acquire():
+            return False
+        if reads is not None:
+            holder.read(reads)
+        holder.write(resource)
+        return True
+
+    run.at(20)
+    got = acquire_and_write(b)
+    run.at(30)
+    if a.value is not None:
+        a.write(resource)
+        a.release()
+    if then is not None:
+        then()
+    if not got:
+        acquire_and_write(b)
+    if b.value is not None:
+        b.release()
+    return resource
 
 
 def _finish(run: Run, resource: Resource, *waiting: Holder) -> None:

@@ -34,7 +34,7 @@ from lockguide.scenarios.core import (
     VersionedResource,
     Way,
 )
-from lockguide.scenarios.lease import KEY, RESOURCE, _ms
+from lockguide.scenarios.lease import KEY, RESOURCE, _ms, b_tries_while_a_works
 
 __all__ = ["ClockJumpOnOneNode", "RedlockRestartForgetsLock", "SplitVote"]
 
@@ -58,10 +58,6 @@ def _partitioned(run: Run, nodes: list[ServerHandle], ttl_ms: int) -> tuple[Hold
         lock = run.redlock(masters, run.bench.key(KEY), ttl_ms)
         holders.append(run.holder(name, lock, admin))
     return holders[0], holders[1]
-
-
-def _check_ttl(ttl_ms: object) -> int:
-    return _validate.check_ttl_ms(ttl_ms)
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,7 @@ class ClockJumpOnOneNode(Scenario):
     jump_ms: float = 20_000
 
     def __post_init__(self) -> None:
-        _check_ttl(self.ttl_ms)
+        _validate.check_ttl_ms(self.ttl_ms)
         if not _ms(self.jump_ms, "jump_ms") > 0:
             raise BadArgument(f"jump_ms must be > 0, got {self.jump_ms!r}")
 
@@ -115,18 +111,8 @@ class ClockJumpOnOneNode(Scenario):
         run.at(10)
         nodes[2].jump_clock(self.jump_ms)
         run.server_event(f"node-3's clock jumps {self.jump_ms / 1000:g} s ahead")
-        run.at(20)
-        if b.acquire():
-            if way is Way.FIXED:
-                b.read(versioned)
-            b.write(resource)
-        run.at(30)
-        if a.value is not None:
-            a.write(resource)
-            a.release()
-        if b.value is not None:
-            b.release()
-        return resource
+        reads = versioned if way is Way.FIXED else None
+        return b_tries_while_a_works(run, a, b, resource, reads=reads)
 
 
 @dataclass(frozen=True)
@@ -159,7 +145,7 @@ class RedlockRestartForgetsLock(Scenario):
     restart_delay_ms: float = 0
 
     def __post_init__(self) -> None:
-        ttl = _check_ttl(self.ttl_ms)
+        ttl = _validate.check_ttl_ms(self.ttl_ms)
         delay = _ms(self.restart_delay_ms, "restart_delay_ms")
         if delay and delay <= ttl:
             raise BadArgument(
@@ -188,23 +174,14 @@ class RedlockRestartForgetsLock(Scenario):
             nodes[2].crash_and_restart()
             what = "replaying its append-only file" if persistent else "empty"
             run.server_event(f"node-3 crashes and restarts {what}")
-        run.at(20)
-        got = b.acquire()
-        if got:
-            b.write(resource)
-        run.at(30)
-        a.write(resource)
-        a.release()
-        if delayed:
+
+        def restart_late() -> None:
             run.at(10 + self.restart_delay_ms)
             nodes[2].restart()
             run.server_event("node-3 restarts empty, after every lease it granted has ended")
             run.after(10)
-        if not got and b.acquire():
-            b.write(resource)
-        if b.value is not None:
-            b.release()
-        return resource
+
+        return b_tries_while_a_works(run, a, b, resource, then=restart_late if delayed else None)
 
 
 def _warm_up(lock: LockLike) -> None:
@@ -306,7 +283,7 @@ class SplitVote(Scenario):
             raise BadArgument(f"retry_low_ms must be below retry_high_ms, got {low!r} and {high!r}")
         if not _ms(self.window_ms, "window_ms") > 0:
             raise BadArgument(f"window_ms must be > 0, got {self.window_ms!r}")
-        ttl = _check_ttl(self.ttl_ms)
+        ttl = _validate.check_ttl_ms(self.ttl_ms)
         if ttl <= 10 * self.far_ms:
             raise BadArgument(
                 f"ttl_ms ({ttl}) must be more than ten times far_ms ({self.far_ms!r}): "
