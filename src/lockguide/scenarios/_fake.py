@@ -10,9 +10,11 @@ development dependency; this module is imported only when a ``FakeBench`` is mad
 
 from __future__ import annotations
 
-import collections
+import heapq
+import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import fakeredis
@@ -77,22 +79,58 @@ _FOREVER_S = 60.0
 _FakeConnection: Any = FakeRedisConnection
 
 
+class _Network:
+    """One thread that carries every delayed request and reply, in the order they are due.
+
+    A thread per message would let two messages due a millisecond apart swap
+    places whenever the machine is busy; here a late delivery is only late,
+    and what reaches a server first is always what was due there first.
+    """
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def after(self, delay_s: float, deliver: Callable[[], None]) -> None:
+        """Call ``deliver`` on the network's thread ``delay_s`` from now."""
+        with self._wake:
+            heapq.heappush(self._due, (time.monotonic() + delay_s, next(self._order), deliver))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fake-network", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, deliver = heapq.heappop(self._due)
+            deliver()
+
+
+_NETWORK = _Network()
+
+
 class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
     """A fakeredis connection on a slow path: requests and replies each take ``delay_s``.
 
-    ``send_packed_command`` returns at once and a timer hands the bytes to the
-    server when the delay is over; the reply becomes readable ``delay_s`` after
-    the server produced it. ``read_response`` waits for a reply at most its
-    ``timeout`` (fakeredis's own waits without limit).
+    ``send_packed_command`` returns at once; the network's thread hands the
+    bytes to the server when the delay is over, and makes each reply readable
+    ``delay_s`` after the server produced it. ``read_response`` waits for a
+    reply at most its ``timeout`` (fakeredis's own waits without limit).
+    Closing the connection drops whatever is still on its way.
     """
 
     delay_s: float = 0.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._in_flight: list[threading.Timer] = []
-        self._arrived = threading.Condition()
-        self._replies_at: collections.deque[float] = collections.deque()
+        self._io = threading.Condition()  # guards the fake socket, the count and the epoch
+        self._readable = 0
+        self._epoch = 0
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         if not self.delay_s:
@@ -100,45 +138,43 @@ class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
             return
         if not self._server.connected:  # a refused connection costs no delay
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
-        timer = threading.Timer(self.delay_s, self._arrive, (command,))
-        timer.daemon = True
-        self._in_flight = [t for t in self._in_flight if t.is_alive()] + [timer]
-        timer.start()
+        epoch = self._epoch
+        _NETWORK.after(self.delay_s, lambda: self._arrive(command, epoch))
 
-    def _arrive(self, command: Any) -> None:
-        try:
+    def _arrive(self, command: Any, epoch: int) -> None:
+        with self._io:
+            if epoch != self._epoch or self._sock is None:
+                return  # the connection was closed while the request was on its way
             before = self._sock.responses.qsize()
-            _FakeConnection.send_packed_command(self, command, check_health=False)
+            try:
+                _FakeConnection.send_packed_command(self, command, check_health=False)
+            except (redis.RedisError, OSError):
+                return
             replies = self._sock.responses.qsize() - before  # a pipeline has several
-        except (redis.RedisError, OSError, AttributeError):
-            return  # the connection was closed while the request was on its way
-        with self._arrived:
-            self._replies_at.extend([time.monotonic() + self.delay_s] * replies)
-            self._arrived.notify_all()
+        _NETWORK.after(self.delay_s, lambda: self._readable_now(replies, epoch))
+
+    def _readable_now(self, replies: int, epoch: int) -> None:
+        with self._io:
+            if epoch == self._epoch:
+                self._readable += replies
+                self._io.notify_all()
 
     def read_response(self, **kwargs: Any) -> Any:
         if not self.delay_s:
             return super().read_response(**kwargs)
         timeout = kwargs.get("timeout")
         wait_s = _FOREVER_S if timeout is None else max(0.0, float(timeout))
-        deadline = time.monotonic() + wait_s
-        with self._arrived:
-            if not self._arrived.wait_for(lambda: bool(self._replies_at), timeout=wait_s):
+        with self._io:
+            if not self._io.wait_for(lambda: self._readable > 0, timeout=wait_s):
                 raise redis.TimeoutError("Timeout reading from the delayed link")
-            visible = self._replies_at.popleft()
-        if visible > deadline:
-            time.sleep(max(0.0, deadline - time.monotonic()))
-            raise redis.TimeoutError("Timeout reading from the delayed link")
-        time.sleep(max(0.0, visible - time.monotonic()))
-        return super().read_response(**kwargs)
+            self._readable -= 1
+            return super().read_response(**kwargs)
 
     def disconnect(self, *args: Any) -> None:
-        for timer in self._in_flight:
-            timer.cancel()
-        self._in_flight = []
-        with self._arrived:
-            self._replies_at.clear()
-        super().disconnect(*args)
+        with self._io:
+            self._epoch += 1
+            self._readable = 0
+            super().disconnect(*args)
 
 
 def delayed_client(server: ClockedFakeServer, delay_ms: float) -> fakeredis.FakeRedis:

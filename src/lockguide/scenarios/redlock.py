@@ -260,10 +260,10 @@ class SplitVote(Scenario):
     liveness = True
 
     contenders: int = 3
-    far_ms: float = 30
+    far_ms: float = 60
     retry_low_ms: float = 20
-    retry_high_ms: float = 620
-    window_ms: float = 2_000
+    retry_high_ms: float = 1_220
+    window_ms: float = 3_000
     ttl_ms: int = 10_000
 
     def __post_init__(self) -> None:
