@@ -172,8 +172,8 @@ class RedlockRestartForgetsLock(Scenario):
             run.server_event(f"node-3 crashes; it stays down for {self.restart_delay_ms:g} ms")
         else:
             nodes[2].crash_and_restart()
-            what = "replaying its append-only file" if persistent else "empty"
-            run.server_event(f"node-3 crashes and restarts {what}")
+            what = ", replaying its append-only file" if persistent else " empty"
+            run.server_event(f"node-3 crashes and restarts{what}")
 
         def restart_late() -> None:
             run.at(10 + self.restart_delay_ms)
