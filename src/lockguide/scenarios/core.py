@@ -105,7 +105,7 @@ class _Hooks:
         self,
         now: Callable[[], float],
         on_extend: Callable[[float, bool], None],
-        on_try: Callable[[float, Attempt], None],
+        on_try: Callable[[Attempt], None],
     ):
         self.now = now
         self.on_extend = on_extend
@@ -161,7 +161,7 @@ class _RecordedRedlock(Redlock):
         won = super()._try_set(value, started)
         attempt = self.last_attempt
         if not won and attempt is not None:
-            hooks.on_try(hooks.try_started, attempt)
+            hooks.on_try(attempt)
         return won
 
 
@@ -424,7 +424,7 @@ class Holder:
         self.watchdog = dog
         return dog
 
-    def _tried(self, started: float, attempt: Attempt) -> None:
+    def _tried(self, attempt: Attempt) -> None:
         why = "no majority: " + _votes(attempt)
         self.run.record(self.name, Kind.NOT_ACQUIRED, why, in_passing=True)
 

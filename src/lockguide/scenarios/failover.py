@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from lockguide import _validate
 from lockguide.errors import BadArgument
-from lockguide.scenarios.core import FencedResource, PlainResource, Resource, Run, Scenario, Way
-from lockguide.scenarios.lease import KEY, RESOURCE, b_tries_while_a_works
+from lockguide.scenarios.core import PlainResource, Resource, Run, Scenario, Way
+from lockguide.scenarios.lease import KEY, RESOURCE, b_tries_while_a_works, fenced_if_fixed
 
 __all__ = ["FailoverLosesLock", "RestartForgetsLock"]
 
@@ -60,19 +60,9 @@ class FailoverLosesLock(Scenario):
 
     def script(self, run: Run, way: Way) -> Resource:
         pair = run.bench.failover_pair()
-        make = run.lock if way is Way.BROKEN else run.fenced_lock
-        resource: Resource
-        if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        else:
-            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        clients = {name: pair.client() for name in "AB"}
-        a, b = (
-            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
-            for name, client in clients.items()
-        )
+        a, b, resource = fenced_if_fixed(run, way, pair.client, self.ttl_ms)
         if self.earlier_grants:
-            clients["A"].set(run.bench.key(KEY) + ":fence", self.earlier_grants)
+            a.servers[0].set(run.bench.key(KEY) + ":fence", self.earlier_grants)
         pair.sync()
         run.server_event("the replica has every write so far")
         pair.lag()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
+
 from lockguide import _validate
 from lockguide.errors import BadArgument
 from lockguide.scenarios.core import (
@@ -53,6 +55,28 @@ def _step(ttl_ms: float, pause_ms: float) -> float:
     """A twentieth of the TTL, or less, so that B's two actions fit before A resumes."""
     window = _arrival(ttl_ms, pause_ms)
     return max(0.1, min(ttl_ms / 20, (pause_ms - window) / 4, window / 4))
+
+
+def fenced_if_fixed(
+    run: Run, way: Way, connect: Callable[[], redis.Redis], ttl_ms: int
+) -> tuple[Holder, Holder, Resource]:
+    """Clients A and B, each on a client from ``connect``, and the resource they write.
+
+    Broken: a :class:`~lockguide.Lock` and a resource that accepts every
+    write. Fixed: a :class:`~lockguide.FencedLock` and a resource that checks
+    its token. Nothing else differs between the two ways.
+    """
+    client = run.bench.resource_client()
+    resource: Resource
+    if way is Way.BROKEN:
+        make, resource = run.lock, PlainResource(client, run.bench.key(RESOURCE))
+    else:
+        make, resource = run.fenced_lock, FencedResource(client, run.bench.key(RESOURCE))
+    a, b = (
+        run.holder(name, make(c, run.bench.key(KEY), ttl_ms), [c])
+        for name, c in ((name, connect()) for name in "AB")
+    )
+    return a, b, resource
 
 
 def b_tries_while_a_works(
@@ -145,18 +169,7 @@ class PausedHolder(_PauseScenario):
     fixed = "FencedLock; the resource checks the fencing token"
 
     def script(self, run: Run, way: Way) -> Resource:
-        server = run.bench.server()
-        make = run.lock if way is Way.BROKEN else run.fenced_lock
-        resource: Resource
-        if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        else:
-            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        clients = {name: server.client() for name in "AB"}
-        a, b = (
-            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
-            for name, client in clients.items()
-        )
+        a, b, resource = fenced_if_fixed(run, way, run.bench.server().client, self.ttl_ms)
         a.acquire()
         a.pause("a stop-the-world garbage collection, before its write")
         run.at(_arrival(self.ttl_ms, self.pause_ms))
@@ -274,18 +287,7 @@ class WorkOutlastsTtl(Scenario):
             )
 
     def script(self, run: Run, way: Way) -> Resource:
-        server = run.bench.server()
-        make = run.lock if way is Way.BROKEN else run.fenced_lock
-        resource: Resource
-        if way is Way.BROKEN:
-            resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        else:
-            resource = FencedResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        clients = {name: server.client() for name in "AB"}
-        a, b = (
-            run.holder(name, make(client, run.bench.key(KEY), self.ttl_ms), [client])
-            for name, client in clients.items()
-        )
+        a, b, resource = fenced_if_fixed(run, way, run.bench.server().client, self.ttl_ms)
         a.acquire()
         if way is Way.FIXED:
             a.renew(self.renew_every_ms)

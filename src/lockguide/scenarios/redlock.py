@@ -26,7 +26,6 @@ from lockguide.redlock import Redlock
 from lockguide.scenarios.bench import ServerHandle
 from lockguide.scenarios.core import (
     Holder,
-    LockLike,
     PlainResource,
     Resource,
     Run,
@@ -184,14 +183,13 @@ class RedlockRestartForgetsLock(Scenario):
         return b_tries_while_a_works(run, a, b, resource, then=restart_late if delayed else None)
 
 
-def _warm_up(lock: LockLike) -> None:
+def _warm_up(lock: Redlock) -> None:
     """Open the lock's connections and load its scripts, as a client that has run a while has.
 
     A Redlock over the same clients and per-master timeout shares the lock's
     connections; one try and one release on another key set them up, so the
     first try of the story does not pay for handshakes on slow links.
     """
-    assert isinstance(lock, Redlock)
     probe = Redlock(
         lock.masters,
         lock.key + ":warm-up",
@@ -294,7 +292,7 @@ class SplitVote(Scenario):
         nodes = run.bench.servers(MASTERS)
         admin = [node.client() for node in nodes]
         resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        holders = []
+        holders: list[tuple[Holder, Redlock]] = []
         for c in range(self.contenders):
             masters: list[redis.Redis] = [
                 node.link(0 if i % self.contenders == c else self.far_ms)
@@ -308,15 +306,15 @@ class SplitVote(Scenario):
                 retry_delay_ms=(self.retry_low_ms, self.retry_high_ms),
                 rng=_Midpoint() if way is Way.BROKEN else None,
             )
-            holders.append(run.holder("ABCDE"[c], lock, admin))
+            holders.append((run.holder("ABCDE"[c], lock, admin), lock))
 
         # The run starts when every client is ready, connections open: not part of the story.
         start = threading.Barrier(len(holders), action=run.begin)
         failures: list[BaseException] = []
 
-        def contend(holder: Holder) -> None:
+        def contend(holder: Holder, lock: Redlock) -> None:
             try:
-                _warm_up(holder.lock)
+                _warm_up(lock)
                 start.wait()
                 if holder.acquire(timeout_ms=self.window_ms):
                     holder.write(resource)
@@ -326,8 +324,10 @@ class SplitVote(Scenario):
                 start.abort()
 
         threads = [
-            threading.Thread(target=contend, args=(h,), name=f"contender-{h.name}", daemon=True)
-            for h in holders
+            threading.Thread(
+                target=contend, args=pair, name=f"contender-{pair[0].name}", daemon=True
+            )
+            for pair in holders
         ]
         for thread in threads:
             thread.start()

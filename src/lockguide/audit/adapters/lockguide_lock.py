@@ -11,20 +11,23 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide import Lock, Watchdog
+from lockguide import Lock, Redlock, Watchdog
 from lockguide.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide.audit.adapters import version_of
 
 
 @dataclass
 class LockguideHolder:
-    lock: Lock
+    """A holder of lockguide's ``Lock`` (optionally renewed) or ``Redlock`` (never renewed)."""
+
+    lock: Lock | Redlock
     renew: bool = False
     watchdog: Watchdog | None = None
 
     def acquire(self, wait_ms: float = 0) -> bool:
         got = self.lock.acquire(blocking=wait_ms > 0, timeout_ms=wait_ms)
         if got and self.renew:
+            assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
             self.watchdog = Watchdog(self.lock)
             self.watchdog.start()
         return got
@@ -47,7 +50,7 @@ class LockguideHolder:
     def lost(self) -> bool | None:
         if self.watchdog is not None:
             return self.watchdog.lost  # what the renewal thread found, nothing else
-        # The lock keeps its own deadline on the monotonic clock.
+        # Either lock keeps its own deadline on the monotonic clock.
         return self.lock.validity_remaining_ms() <= 0
 
 

@@ -14,41 +14,18 @@ of the pause check (300 - 90 - 5 ms drift > 0).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import redis
 
 from lockguide import Redlock
 from lockguide.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide.audit.adapters import version_of
+from lockguide.audit.adapters.lockguide_lock import LockguideHolder
 from lockguide.audit.checks import PROXY_DELAY_S
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS
 
 #: Per-master timeout: the library's default, or three proxy delays if that is more.
 NODE_TIMEOUT_MS = max(DEFAULT_NODE_TIMEOUT_MS, 3 * PROXY_DELAY_S * 1000.0)
-
-
-@dataclass
-class RedlockHolder:
-    lock: Redlock
-
-    def acquire(self, wait_ms: float = 0) -> bool:
-        return self.lock.acquire(blocking=wait_ms > 0, timeout_ms=wait_ms)
-
-    def release(self) -> bool | None:
-        self.lock.release()
-        return None
-
-    def extend(self, ttl_ms: int) -> bool | None:
-        self.lock.extend(ttl_ms)
-        return None
-
-    def token(self) -> int | None:
-        return None
-
-    def lost(self) -> bool | None:
-        # The lock keeps its validity deadline on the monotonic clock.
-        return self.lock.validity_remaining_ms() <= 0
 
 
 class RedlockAdapter:
@@ -60,13 +37,15 @@ class RedlockAdapter:
     def __init__(self, servers: Sequence[Server]) -> None:
         self.clients: list[redis.Redis] = [server.connect() for server in servers]
 
-    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> RedlockHolder:
+    def holder(
+        self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
+    ) -> LockguideHolder:
         if renew:
             raise Unsupported("no automatic renewal: call extend() (at most max_extensions times)")
         if ttl_ms in (DEFAULT, NO_EXPIRY):
             raise Unsupported("ttl_ms is a required, positive argument")
         assert isinstance(ttl_ms, int)
-        return RedlockHolder(Redlock(self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS))
+        return LockguideHolder(Redlock(self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS))
 
     def close(self) -> None:
         for client in self.clients:
