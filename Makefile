@@ -12,11 +12,11 @@ STAMP  := $(VENV)/.installed
 
 export NO_MKDOCS_2_WARNING := 1
 
-$(STAMP): requirements/dev.txt pyproject.toml
+$(STAMP): requirements/dev.txt pyproject.toml setup.py lab/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . -e lab
 	@touch $@
 
 venv: $(STAMP)

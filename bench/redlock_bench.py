@@ -12,7 +12,7 @@ rather than landing on one of them. It prints the median cycle and its ratio to
 the floor: ``SET NX PX`` plus ``EVALSHA`` of the release script on one node,
 issued through redis-py, which is the least any lock with a safe release can do.
 
-Nothing here is part of the test suite; ``tests/test_redlock_bench.py`` only
+Nothing here is part of the test suite; ``tests/lab/test_redlock_bench.py`` only
 checks that the command runs.
 """
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lockguide import scenarios
-from lockguide.scenarios import Bench, FakeBench, RealBench, Scenario, Timeline
+from lockguide_lab import scenarios
+from lockguide_lab.scenarios import Bench, FakeBench, RealBench, Scenario, Timeline
 
 
 def expected(scenario: type[Scenario], timeline: Timeline) -> bool:

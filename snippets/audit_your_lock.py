@@ -2,7 +2,7 @@ import secrets
 
 import redis
 
-from lockguide.audit import DEFAULT, Server, Unsupported, audit_on
+from lockguide_lab.audit import DEFAULT, Server, Unsupported, audit_on
 
 
 class TeamLock:

@@ -1,6 +1,6 @@
 """The site, built once per test session with ``mkdocs build --strict``.
 
-``tests/test_site.py`` checks the build itself (no warning, pages rendered) and the
+``tests/docs/test_site.py`` checks the build itself (no warning, pages rendered) and the
 browser suite in ``tests/browser/`` reads the same files, so the notebooks are
 executed once per session, not once per check.
 

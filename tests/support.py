@@ -20,7 +20,7 @@ import redis
 from pytest_redis.executor import RedisExecutor
 
 from lockguide import _multiplex
-from lockguide.audit import servers
+from lockguide_lab.audit import servers
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"

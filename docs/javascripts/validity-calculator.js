@@ -9,7 +9,7 @@
  *   quorum   = floor(n / 2) + 1                  (quorum)
  *   acquired = votes >= quorum && validity > 0   (judge(...).acquired)
  *
- * tests/test_calculator.py runs these functions under Node and holds them equal
+ * tests/docs/test_calculator.py runs these functions under Node and holds them equal
  * to the Python ones over a grid of inputs, so the two cannot drift apart.
  *
  * The script is loaded on every page (extra_javascript) and does nothing on a

@@ -229,14 +229,3 @@ class ExtensionLimitReached(LockError):
             "it stays held until its current validity runs out. Release it when the work is "
             "done, or allow more extensions."
         )
-
-
-class ScenarioError(LockError):
-    """A failure scenario could not set up the state it needs on its bench.
-
-    Raised by :mod:`lockguide.scenarios` when a server did not do what the
-    scenario arranged (a replica that never caught up, a server that did not
-    come back after a restart), or when a bench cannot provide what a scenario
-    asks for (real servers without ``redis-server`` installed). The scenario's
-    verdict would mean nothing, so none is given: fix the bench and run again.
-    """

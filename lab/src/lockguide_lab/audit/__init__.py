@@ -1,0 +1,52 @@
+"""Audit a Redis lock against the guide's checklist by running it.
+
+Every row of the report is the outcome of a run against real (or fake) Redis
+servers that the audit starts itself: it acquires, pauses, expires, sabotages
+and retries the lock through a small adapter, and watches what the servers
+hold. Nothing is read from a README.
+
+Command line::
+
+    python -m lockguide_lab.audit MODULE:FACTORY [--backend real|fake] [--json]
+
+Python::
+
+    from lockguide_lab.audit import audit
+    report = audit("mypackage.locks:audit_adapter", backend="real")
+    print(report.text())
+    raise SystemExit(report.exit_code)
+
+See :mod:`lockguide_lab.audit.adapter` for what a factory returns.
+"""
+
+from lockguide_lab.audit.adapter import (
+    DEFAULT,
+    NO_EXPIRY,
+    Adapter,
+    AdapterFactory,
+    Holder,
+    Server,
+    TtlSpec,
+    Unsupported,
+)
+from lockguide_lab.audit.report import CHECKS, Check, Report, Row, Status
+from lockguide_lab.audit.run import BUILTIN, audit, audit_on
+
+__all__ = [
+    "BUILTIN",
+    "CHECKS",
+    "DEFAULT",
+    "NO_EXPIRY",
+    "Adapter",
+    "AdapterFactory",
+    "Check",
+    "Holder",
+    "Report",
+    "Row",
+    "Server",
+    "Status",
+    "TtlSpec",
+    "Unsupported",
+    "audit",
+    "audit_on",
+]

@@ -1,0 +1,65 @@
+"""``python -m lockguide_lab.audit MODULE:FACTORY``: audit a lock; exit 1 when a must-have fails."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lockguide_lab.audit.report import CHECKS
+from lockguide_lab.audit.run import BUILTIN, audit
+from lockguide_lab.audit.servers import BackendUnavailable
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lockguide_lab.audit",
+        description=(
+            "Run the lock checklist against a lock implementation and report one row per "
+            "item. Exit status 1 when a must-have row fails, 2 on a usage error."
+        ),
+    )
+    parser.add_argument(
+        "target",
+        nargs="?",
+        help="MODULE:FACTORY of an adapter factory, or a built-in name: " + ", ".join(BUILTIN),
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("real", "fake"),
+        default="real",
+        help="real: start redis-server processes on free loopback ports (default); "
+        "fake: fakeredis, where proxy/process checks are reported as not run",
+    )
+    parser.add_argument("--masters", type=int, default=5, help="independent servers (default 5)")
+    parser.add_argument(
+        "--check",
+        action="append",
+        choices=[c.id for c in CHECKS],
+        help="run only this check (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--brief", action="store_true", help="text output without details")
+    parser.add_argument("--list", action="store_true", help="list the built-in adapters")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, spec in BUILTIN.items():
+            print(f"{name:<18} {spec}")
+        return 0
+    if not args.target:
+        parser.error("give MODULE:FACTORY (or --list)")
+    if args.masters < 1:
+        parser.error("--masters must be at least 1")
+    try:
+        report = audit(args.target, backend=args.backend, masters=args.masters, checks=args.check)
+    except BackendUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        print(f"error: cannot load {args.target!r}: {error}", file=sys.stderr)
+        return 2
+    print(report.to_json() if args.json else report.text(details=not args.brief))
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

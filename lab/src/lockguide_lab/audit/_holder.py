@@ -1,0 +1,48 @@
+"""A lock holder in its own process, driven over stdin/stdout by the pause check.
+
+The pause check stops this whole process with ``SIGSTOP`` (its threads too, as
+a long garbage-collection pause or a stalled VM would), lets the lease run out,
+resumes it with ``SIGCONT`` and asks what the library tells it.
+Protocol: prints ``acquired True|False``; then answers ``lost`` with the
+holder's ``lost()`` and ``release`` with how the release ended; ``exit`` quits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from lockguide_lab.audit.lab import describe_call, resolve_factory
+from lockguide_lab.audit.servers import server_at
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    factory = resolve_factory(spec["factory"])
+    servers = [server_at(label, host, port) for label, host, port in spec["servers"]]
+    adapter = factory(servers)
+    holder = adapter.holder(spec["key"], int(spec["ttl_ms"]))
+    print(f"acquired {holder.acquire(0)}", flush=True)
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "lost":
+            # A library that reports loss from a background thread may need a
+            # moment after the process resumes; give it up to a second.
+            deadline = time.monotonic() + 1.0
+            lost = holder.lost()
+            while lost is False and time.monotonic() < deadline:
+                time.sleep(0.02)
+                lost = holder.lost()
+            print(repr(lost), flush=True)
+        elif command == "release":
+            said, _, _ = describe_call(holder.release)
+            print(said, flush=True)
+        elif command == "exit":
+            break
+    adapter.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,246 @@
+"""The bench a check runs on: servers, adapters, holders, and what the servers hold."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from lockguide_lab.audit.adapter import DEFAULT, Adapter, AdapterFactory, Holder, Server, TtlSpec
+from lockguide_lab.audit.proxy import Proxy
+from lockguide_lab.audit.servers import server_at
+
+__all__ = ["CheckError", "Lab", "NotRunnable", "resolve_factory"]
+
+
+class CheckError(RuntimeError):
+    """A check could not reach the state it needs (reported as an error row)."""
+
+
+class NotRunnable(RuntimeError):
+    """A check that needs something this backend lacks (reported as "not run")."""
+
+
+def resolve_factory(spec: str) -> AdapterFactory:
+    """Import ``MODULE:FACTORY`` and return the factory."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected MODULE:FACTORY, got {spec!r}")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{spec} is not callable")
+    factory: AdapterFactory = target
+    return factory
+
+
+@dataclass(frozen=True)
+class LockKey:
+    """One key the lock created on one server, with its value and TTL."""
+
+    server: int
+    name: bytes
+    value: bytes | None
+    pttl: int
+
+
+class Lab:
+    """One audit's servers and the adapters and holders a check creates on them."""
+
+    def __init__(
+        self,
+        factory: AdapterFactory,
+        servers: Sequence[Server],
+        *,
+        factory_spec: str | None = None,
+    ) -> None:
+        self.factory = factory
+        self.servers = list(servers)
+        self.factory_spec = factory_spec
+        self.admins = [server.connect() for server in self.servers]
+        self._adapters: list[Adapter] = []
+        self._holders: list[Holder] = []
+        self._proxies: list[Proxy] = []
+
+    # -- what the servers can do -------------------------------------------------------
+
+    @property
+    def real(self) -> bool:
+        """Every server is a real process with an address (proxies, MONITOR, CLIENT KILL)."""
+        return all(server.address is not None for server in self.servers)
+
+    def require_real(self, what: str) -> None:
+        if not self.real:
+            raise NotRunnable(f"not run on this backend: {what} needs real redis-server processes")
+
+    # -- adapters and holders -------------------------------------------------------------
+
+    def adapter(self, servers: Sequence[Server] | None = None) -> Adapter:
+        adapter = self.factory(list(servers if servers is not None else self.servers))
+        self._adapters.append(adapter)
+        return adapter
+
+    def holder(
+        self, adapter: Adapter, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
+    ) -> Holder:
+        holder = adapter.holder(key, ttl_ms, renew=renew)
+        self._holders.append(holder)
+        return holder
+
+    def proxied(self) -> tuple[list[Proxy], list[Server]]:
+        """A proxy in front of every server, and servers that point at the proxies."""
+        self.require_real("a TCP proxy in front of each server")
+        proxies = []
+        servers = []
+        for server in self.servers:
+            assert server.address is not None
+            proxy = Proxy(server.address)
+            self._proxies.append(proxy)
+            proxies.append(proxy)
+            servers.append(server_at(f"{server.label}-via-proxy", *proxy.address))
+        return proxies, servers
+
+    def cleanup(self) -> None:
+        """Release what is still held, close adapters and proxies, empty the servers."""
+        for holder in reversed(self._holders):
+            with contextlib.suppress(Exception):
+                holder.release()
+        self._holders.clear()
+        for adapter in self._adapters:
+            with contextlib.suppress(Exception):
+                adapter.close()
+        self._adapters.clear()
+        for proxy in self._proxies:
+            proxy.close()
+        self._proxies.clear()
+        self.flush()
+
+    def close(self) -> None:
+        self.cleanup()
+        for admin in self.admins:
+            with contextlib.suppress(Exception):
+                admin.close()
+
+    def flush(self) -> None:
+        for admin in self.admins:
+            admin.flushall()
+
+    # -- what the servers hold -------------------------------------------------------------
+
+    def snapshot(self) -> list[set[bytes]]:
+        """The key names on every server."""
+        return [set(cast(list[bytes], admin.keys("*"))) for admin in self.admins]
+
+    def new_keys(self, before: list[set[bytes]]) -> list[LockKey]:
+        """Keys that exist now and did not before (the lock's own keys while held)."""
+        found = []
+        for i, admin in enumerate(self.admins):
+            for name in sorted(set(cast(list[bytes], admin.keys("*"))) - before[i]):
+                value = cast(
+                    bytes | None, admin.get(name) if admin.type(name) == b"string" else None
+                )
+                found.append(LockKey(i, name, value, int(admin.pttl(name))))
+        return found
+
+    def acquire_observed(
+        self, holder: Holder, wait_ms: float = 0
+    ) -> tuple[bool, list[LockKey], list[set[bytes]]]:
+        """Acquire and return (acquired, the keys that appeared, the snapshot before)."""
+        before = self.snapshot()
+        got = holder.acquire(wait_ms)
+        return got, (self.new_keys(before) if got else []), before
+
+    def still_there(self, keys: Sequence[LockKey]) -> bool:
+        """Whether every key still holds the value it had."""
+        return all(self.admins[k.server].get(k.name) == k.value for k in keys)
+
+    def end_hold(self, keys: Sequence[LockKey]) -> str:
+        """Make the server forget the current holder, as an expired lease does.
+
+        Key-based locks: the lock's keys get ``PEXPIRE 1`` (the lease runs out
+        now instead of later; the holder is not told, exactly as with a real
+        expiry). A lock with no key (held by a pub/sub connection) has that
+        connection killed with ``CLIENT KILL TYPE pubsub``, which needs a real
+        server.
+        """
+        if keys:
+            for k in keys:
+                self.admins[k.server].pexpire(k.name, 1)
+            deadline = time.monotonic() + 2.0
+            while any(self.admins[k.server].exists(k.name) for k in keys):
+                if time.monotonic() > deadline:
+                    raise CheckError("the lock's keys did not expire after PEXPIRE 1")
+                time.sleep(0.002)
+            return "its keys were expired on the server (PEXPIRE 1)"
+        self.require_real("ending a key-less (pub/sub) hold with CLIENT KILL")
+        for admin in self.admins:
+            admin.client_kill_filter(_type="pubsub")
+        time.sleep(0.2)
+        return "its pub/sub connection was killed (CLIENT KILL TYPE pubsub)"
+
+    def occupy(self, names: Sequence[bytes], servers: Sequence[int], ttl_ms: int) -> None:
+        """Write a foreign value under the lock's key names on some servers."""
+        for i in servers:
+            for name in names:
+                self.admins[i].set(name, OCCUPANT, px=ttl_ms)
+
+    def warm(self, adapter: Adapter, key: str) -> None:
+        """One acquire and release on ``key`` before observing anything.
+
+        Keys that outlive a hold (a fencing counter, a notification list) then
+        exist already, so the keys that appear at the next acquire are the
+        lock's own.
+        """
+        holder = self.holder(adapter, key, 10_000)
+        if not holder.acquire(0):
+            raise CheckError("could not acquire an uncontended lock")
+        holder.release()
+
+    def lock_key_names(self, adapter: Adapter, key: str) -> list[bytes]:
+        """Learn the key names the lock uses by one uncontended acquire and release."""
+        holder = self.holder(adapter, key, 10_000)
+        got, keys, _ = self.acquire_observed(holder)
+        if not got:
+            raise CheckError("could not acquire an uncontended lock")
+        holder.release()
+        names = sorted({k.name for k in keys})
+        if not names:
+            raise NotRunnable("not applicable: the lock keeps no key on the servers")
+        return names
+
+
+OCCUPANT = b"audit-occupant"
+
+
+def describe_call(call: Callable[[], object]) -> tuple[str, object | None, BaseException | None]:
+    """Run ``call`` and describe how it ended, for a report."""
+    try:
+        result = call()
+    except Exception as error:
+        return f"raised {type(error).__name__}", None, error
+    if result is None:
+        return "returned without a word", None, None
+    return f"returned {result!r}", result, None
+
+
+@contextlib.contextmanager
+def thread_errors() -> Iterator[list[BaseException]]:
+    """Collect exceptions that end background threads while the block runs."""
+    import threading
+
+    seen: list[BaseException] = []
+    original = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None:
+            seen.append(args.exc_value)
+
+    threading.excepthook = hook
+    try:
+        yield seen
+    finally:
+        threading.excepthook = original

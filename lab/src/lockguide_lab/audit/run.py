@@ -1,0 +1,131 @@
+"""Run the checklist against one lock and build its :class:`Report`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal
+
+from lockguide_lab.audit.adapter import AdapterFactory, Server
+from lockguide_lab.audit.checks import run_check
+from lockguide_lab.audit.lab import Lab, resolve_factory
+from lockguide_lab.audit.report import CHECKS, Report, Row, Status
+from lockguide_lab.audit.servers import fake_servers, real_servers
+
+__all__ = ["BUILTIN", "audit", "audit_on", "resolve"]
+
+#: The adapters that ship with the audit, by short name.
+BUILTIN: dict[str, str] = {
+    "lockguide": "lockguide_lab.audit.adapters.lockguide_lock:adapter",
+    "lockguide-redlock": "lockguide_lab.audit.adapters.lockguide_redlock:adapter",
+    "lockguide-fenced": "lockguide_lab.audit.adapters.lockguide_fenced:adapter",
+    "redis-py": "lockguide_lab.audit.adapters.redis_py:adapter",
+    "pottery": "lockguide_lab.audit.adapters.pottery_redlock:adapter",
+    "python-redis-lock": "lockguide_lab.audit.adapters.python_redis_lock:adapter",
+    "redlock-py": "lockguide_lab.audit.adapters.redlock_py:adapter",
+    "sherlock": "lockguide_lab.audit.adapters.sherlock_redis:adapter",
+    "portalocker": "lockguide_lab.audit.adapters.portalocker_redis:adapter",
+    "broken": "lockguide_lab.audit.adapters.broken:adapter",
+}
+
+Backend = Literal["real", "fake"]
+
+
+def resolve(target: str | AdapterFactory) -> tuple[AdapterFactory, str | None]:
+    """A factory and its ``MODULE:FACTORY`` name (``None`` if it has no importable name)."""
+    if isinstance(target, str):
+        named = BUILTIN.get(target, target)
+        return resolve_factory(named), named
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    spec = f"{module}:{qualname}" if module and qualname else None
+    if spec is not None and module != "__main__":
+        with contextlib.suppress(Exception):
+            if resolve_factory(spec) is target:
+                return target, spec
+    return target, None
+
+
+def audit_on(
+    target: str | AdapterFactory,
+    servers: Sequence[Server],
+    *,
+    backend: str,
+    checks: Iterable[str] | None = None,
+) -> Report:
+    """Audit one lock on servers that are already running.
+
+    The audit empties the servers (``FLUSHALL``) before and between checks:
+    never point it at a server whose data you need.
+    """
+    wanted = set(checks) if checks is not None else None
+    factory, spec = resolve(target)
+    lab = Lab(factory, servers, factory_spec=spec)
+    try:
+        lab.flush()
+        probe = lab.adapter()
+        name, version = probe.name, probe.version
+        multi = probe.multi_master
+        lab.cleanup()
+        rows: list[Row] = []
+        for check in CHECKS:
+            if wanted is not None and check.id not in wanted:
+                continue
+            if check.redlock_only and not multi:
+                rows.append(
+                    Row(
+                        check.id,
+                        check.title,
+                        check.must,
+                        Status.NA,
+                        "single instance: applies to Redlock-style locks only",
+                    )
+                )
+                continue
+            rows.append(run_check(lab, check.id))
+    finally:
+        lab.close()
+    return Report(
+        adapter=spec or repr(target),
+        name=name,
+        version=version,
+        backend=backend,
+        masters=len(servers) if multi else 1,
+        multi_master=multi,
+        rows=rows,
+    )
+
+
+@contextlib.contextmanager
+def started(backend: Backend, masters: int) -> Iterator[list[Server]]:
+    """Servers for an audit: real ``redis-server`` processes or fakeredis."""
+    if backend == "real":
+        with real_servers(masters) as servers:
+            yield servers
+    elif backend == "fake":
+        yield fake_servers(masters)
+    else:
+        raise ValueError(f"backend must be 'real' or 'fake', not {backend!r}")
+
+
+def audit(
+    target: str | AdapterFactory,
+    *,
+    backend: Backend = "real",
+    masters: int = 5,
+    checks: Iterable[str] | None = None,
+) -> Report:
+    """Start servers, audit one lock on them, stop them, return the report.
+
+    Args:
+        target: ``"MODULE:FACTORY"``, a built-in name (see :data:`BUILTIN`), or
+            the factory itself.
+        backend: ``"real"`` starts ``masters`` redis-server processes on free
+            loopback ports; ``"fake"`` uses fakeredis, where the rows that need
+            a proxy or a second process are reported as not run.
+        masters: how many independent servers (a Redlock uses them all).
+        checks: only these check ids (default: the whole checklist).
+    """
+    label = "redis-server" if backend == "real" else "fakeredis"
+    with started(backend, masters) as servers:
+        return audit_on(target, servers, backend=label, checks=checks)

@@ -1,0 +1,57 @@
+"""Every Python block in docs/ is run, and its ``#>`` output lines are checked.
+
+Blocks use plain ``redis.Redis()``; while a block runs, ``redis.Redis`` is the
+test backend's client class, so the same block runs once on fakeredis and once
+on a real redis-server. ``pytest --update-examples`` rewrites the ``#>`` lines
+after an intended change.
+
+Blocks that include a file (``--8<--``) are skipped here: the included files in
+``snippets/`` are run by ``test_snippets.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pytest_examples import CodeExample, EvalExample, find_examples
+
+from tests.support import Backend
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+INCLUDE_MARK = "--8<--"
+
+EXAMPLES = [ex for ex in find_examples(DOCS) if INCLUDE_MARK not in ex.source]
+
+
+def run_checked(example: CodeExample, eval_example: EvalExample) -> None:
+    """Lint the block, then run it and compare (or, on request, rewrite) its output."""
+    eval_example.set_config(line_length=100, quotes="either", target_version="py310")
+    if eval_example.update_examples:
+        eval_example.run_print_update(example)
+    else:
+        eval_example.lint_ruff(example)
+        eval_example.run_print_check(example)
+
+
+def test_docs_have_examples() -> None:
+    pages = {ex.path.name for ex in EXAMPLES}
+    assert "single-instance.md" in pages
+    assert len(EXAMPLES) >= 4
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=str)
+def test_docs_example(
+    example: CodeExample,
+    eval_example: EvalExample,
+    backend: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = example.prefix_settings()
+    if settings.get("test") == "skip":
+        reason = settings.get("reason")
+        assert reason, f'{example}: a skipped block must say why on its fence: reason="..."'
+        pytest.skip(reason)
+    backend.patch_redis_module(monkeypatch)
+    run_checked(example, eval_example)

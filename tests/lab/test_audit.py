@@ -1,0 +1,249 @@
+"""The audit, run on real redis-server processes against every library it compares.
+
+One session fixture starts five independent servers and audits every shipped
+adapter once; the tests below assert what those runs found, and that the
+committed comparison page is exactly what the runs render.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lockguide import redlock as redlock_module
+from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_on
+from lockguide_lab.audit.page import LIBRARIES, PAGE, render
+from lockguide_lab.audit.servers import server_at
+from tests.docs.test_docs import ROOT
+from tests.support import start_redis_server
+
+pytestmark = pytest.mark.real_redis
+
+
+@pytest.fixture(scope="session")
+def audit_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    executors = [start_redis_server(tmp_path_factory.mktemp(f"audit-master-{i}")) for i in range(5)]
+    yield [server_at(f"master-{i}", ex.host, ex.port) for i, ex in enumerate(executors)]
+    for ex in executors:
+        ex.stop()
+
+
+@pytest.fixture(scope="session")
+def reports(audit_servers: list[Server]) -> dict[str, Report]:
+    return {
+        name: audit_on(BUILTIN[name], audit_servers, backend="redis-server")
+        for name in (*LIBRARIES, "broken")
+    }
+
+
+def statuses(report: Report) -> dict[str, Status]:
+    return {row.id: row.status for row in report.rows}
+
+
+def test_every_library_is_audited_without_a_broken_check(reports: dict[str, Report]) -> None:
+    for name, report in reports.items():
+        for row in report.rows:
+            assert row.status not in (Status.ERROR, Status.NOT_RUN), (name, row)
+
+
+def test_broken_lock_fails_with_the_right_rows(reports: dict[str, Report]) -> None:
+    report = reports["broken"]
+    got = statuses(report)
+    assert report.exit_code == 1
+    assert got["value"] is Status.FAIL
+    assert "number" in report.row("value").summary  # host:pid:counter
+    assert got["release"] is Status.FAIL  # bare DEL removed B's lock; C got in
+    assert got["ttl"] is Status.FAIL
+    assert got["pause"] is Status.FAIL
+    assert "never expires" in report.row("pause").summary
+    assert got["fencing"] is Status.FAIL
+    assert got["exclusion"] is Status.PASS  # SET NX does exclude, while it lasts
+    assert {row.id for row in report.rows if row.failed} == {"value", "release", "ttl"}
+
+
+def test_lockguide_lock_passes_every_must_have(reports: dict[str, Report]) -> None:
+    report = reports["lockguide"]
+    got = statuses(report)
+    assert report.exit_code == 0
+    assert got["value"] is Status.PASS
+    assert got["release"] is Status.PASS
+    assert got["ttl"] is Status.PASS
+    assert got["pause"] is Status.WARN  # a timeout lock: only fencing fixes it
+    assert "told A its hold was gone" in report.row("pause").summary  # its own deadline
+
+
+def test_lockguide_redlock_keeps_every_redlock_rule(reports: dict[str, Report]) -> None:
+    report = reports["lockguide-redlock"]
+    got = statuses(report)
+    assert report.exit_code == 0
+    assert report.multi_master
+    assert report.masters == 5
+    for check in ("value", "release", "ttl", "exclusion", "partial", "retry", "drift"):
+        assert got[check] is Status.PASS, (check, report.row(check))
+    assert got["parallel"] is Status.PASS
+    assert report.row("parallel").data["delays"] < 2.5  # one delayed round trip, not five
+    assert got["monotonic"] is Status.PASS
+    assert "accepted with 100 ms to spare" in report.row("drift").summary
+    assert got["pause"] is Status.WARN
+    assert "told A its hold was gone" in report.row("pause").summary  # its validity deadline
+
+
+def test_fenced_lock_hands_out_increasing_tokens(reports: dict[str, Report]) -> None:
+    report = reports["lockguide-fenced"]
+    assert report.exit_code == 0
+    assert report.row("fencing").status is Status.PASS
+    assert "also after a lease ran out" in report.row("fencing").summary
+    assert report.row("pause").status is Status.WARN  # tokens do not stop the overlap itself
+
+
+@pytest.mark.parametrize("name", ["lockguide", "lockguide-fenced"])
+def test_watchdog_tells_the_holder_its_renewal_failed(
+    reports: dict[str, Report], name: str
+) -> None:
+    row = reports[name].row("renewal")
+    assert row.status is Status.PASS, row
+    assert "the key was still ours: True" in row.details[0]  # it did renew past the lease
+    assert "told the holder its hold was lost" in row.summary
+
+
+def test_drift_check_reaches_lockguide_redlock_arithmetic(
+    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redlock reads its clock through a module-level copy of time.monotonic.
+    assert redlock_module._now is time.monotonic
+    monkeypatch.setattr(redlock_module, "validity_ms", lambda ttl, elapsed: ttl - elapsed)
+    report = audit_on("lockguide-redlock", audit_servers, backend="redis-server", checks=["drift"])
+    row = report.row("drift")
+    assert row.status is Status.FAIL, row  # without the allowance it accepted inside it
+    assert "inside the 12 ms drift allowance" in row.summary
+    assert redlock_module._now is time.monotonic  # the warp put the copy back
+
+
+def test_monotonic_check_catches_a_redlock_timed_by_the_wall_clock(
+    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redlock_module, "_now", time.time)
+    report = audit_on(
+        "lockguide-redlock", audit_servers, backend="redis-server", checks=["monotonic"]
+    )
+    assert report.row("monotonic").status is Status.FAIL
+    assert redlock_module._now is time.time
+
+
+def test_every_timeout_lock_overlaps_after_a_pause(reports: dict[str, Report]) -> None:
+    for name in LIBRARIES:
+        row = reports[name].row("pause")
+        assert row.status is Status.WARN, (name, row)
+        assert "only a fencing token" in row.summary
+        assert row.data["in_process"] is False  # a real SIGSTOP of a real process
+
+
+def test_redlock_py_is_sequential_predictable_and_on_the_wall_clock(
+    reports: dict[str, Report],
+) -> None:
+    report = reports["redlock-py"]
+    assert report.row("parallel").status is Status.FAIL
+    assert report.row("parallel").data["delays"] > 4  # five masters, one after another
+    assert "random.seed" in report.row("value").summary
+    assert report.row("monotonic").status is Status.FAIL
+    assert report.row("retry").status is Status.FAIL  # a fixed 200 ms
+    assert report.row("partial").status is Status.PASS
+    assert report.row("drift").status is Status.PASS
+
+
+def test_pottery_keeps_the_redlock_rules(reports: dict[str, Report]) -> None:
+    got = statuses(reports["pottery"])
+    for check in ("value", "release", "ttl", "parallel", "partial", "retry", "drift", "monotonic"):
+        assert got[check] is Status.PASS, check
+    assert reports["pottery"].row("parallel").data["delays"] < 2.5
+
+
+def test_sherlock_no_expiry_option_lets_a_second_holder_in(reports: dict[str, Report]) -> None:
+    row = reports["sherlock"].row("exclusion")
+    assert row.status is Status.FAIL
+    assert "no-expiry" in row.summary
+    assert "already gone" in row.summary  # the acquire's own EXPIRE -1 deleted the key
+
+
+def test_python_redis_lock_renewal_fails_without_telling_the_holder(
+    reports: dict[str, Report],
+) -> None:
+    row = reports["python-redis-lock"].row("renewal")
+    assert row.status is Status.FAIL
+    assert "gave the holder no signal" in row.summary
+    assert "NotAcquired" in row.summary  # seen dying in its thread by the audit
+
+
+def test_redis_py_lock_has_no_default_ttl_and_a_uuid1_value(reports: dict[str, Report]) -> None:
+    report = reports["redis-py"]
+    assert report.row("ttl").status is Status.FAIL
+    assert "uuid1" in report.row("value").summary
+
+
+def test_only_fenced_lock_and_portalocker_hand_out_fencing_tokens(
+    reports: dict[str, Report],
+) -> None:
+    offering = [n for n in LIBRARIES if reports[n].row("fencing").status is Status.PASS]
+    assert offering == ["lockguide-fenced", "portalocker"]  # portalocker: opt-in fencing=True
+    assert reports["portalocker"].row("renewal").status is Status.PASS
+
+
+def test_comparison_page_is_current(reports: dict[str, Report]) -> None:
+    fresh = render([reports[name] for name in LIBRARIES])
+    committed = (ROOT / PAGE).read_text("utf-8")
+    assert committed == fresh, (
+        f"{PAGE} is stale: regenerate it with `.venv/bin/python -m lockguide_lab.audit.page`"
+    )
+
+
+def test_page_renders_the_same_from_saved_json(reports: dict[str, Report]) -> None:
+    saved = json.loads(json.dumps([reports[n].to_dict() for n in LIBRARIES]))
+    again = [Report.from_dict(d) for d in saved]
+    assert render(again) == render([reports[n] for n in LIBRARIES])
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lockguide_lab.audit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def test_cli_exits_non_zero_when_a_must_have_fails() -> None:
+    result = run_cli("lockguide_lab.audit.adapters.broken:adapter", "--backend", "fake", "--json")
+    assert result.returncode == 1, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    failed = {row["id"] for row in data["rows"] if row["must"] and row["status"] == "fail"}
+    assert failed == {"value", "release", "ttl"}
+    assert data["exit_code"] == 1
+
+
+def test_cli_exits_zero_for_a_lock_that_keeps_the_rules() -> None:
+    result = run_cli("lockguide", "--backend", "fake", "--brief")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every must-have row passed" in result.stdout
+
+
+def test_cli_refuses_a_target_it_cannot_load() -> None:
+    result = run_cli("no_such_module:factory", "--backend", "fake")
+    assert result.returncode == 2
+    assert "cannot load" in result.stderr
+
+
+def test_fake_backend_reports_the_proxy_rows_as_not_run() -> None:
+    report = audit("pottery", backend="fake", checks=["partial", "parallel", "retry", "drift"])
+    got = statuses(report)
+    assert got["partial"] is Status.PASS  # five fake servers are enough for this one
+    for check in ("parallel", "retry", "drift"):
+        assert got[check] is Status.NOT_RUN
+        assert "real redis-server" in report.row(check).summary
