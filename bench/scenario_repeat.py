@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.scenario_repeat SplitVote --runs 20 --bench fake
-    .venv/bin/python -m bench.scenario_repeat SplitVote --runs 20 --bench real
+    .venv/bin/python -m bench.scenario_repeat SplitVote --runs 20 --testbed fake
+    .venv/bin/python -m bench.scenario_repeat SplitVote --runs 20 --testbed real
 
 The scenarios that run in real time (``SplitVote``, ``WorkOutlastsTtl``) depend
 on thread scheduling; the test suite checks one run of each. This command
@@ -18,17 +18,17 @@ import argparse
 import sys
 
 from lockguide_lab import scenarios
-from lockguide_lab.scenarios import Bench, FakeBench, RealBench, Scenario, Timeline
+from lockguide_lab.scenarios import FakeTestbed, RealTestbed, Scenario, Testbed, Timeline
 
 
 def expected(scenario: type[Scenario], timeline: Timeline) -> bool:
     """Whether a run came out as the lab says it does."""
-    verdict = timeline.verdict
+    outcome = timeline.outcome
     if timeline.way == "fixed":
-        return verdict.safe and verdict.progress
+        return outcome.safe and outcome.progress
     if scenario.liveness:
-        return verdict.safe and not verdict.progress
-    return not verdict.safe
+        return outcome.safe and not outcome.progress
+    return not outcome.safe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,25 +36,25 @@ def main(argv: list[str] | None = None) -> int:
     names = [s.__name__ for s in scenarios.SCENARIOS]
     parser.add_argument("scenario", choices=names)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--bench", choices=["fake", "real"], default="fake")
+    parser.add_argument("--testbed", choices=["fake", "real"], default="fake")
     parser.add_argument("--show", action="store_true", help="print every unexpected timeline")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     scenario: type[Scenario] = getattr(scenarios, args.scenario)
-    bench: Bench = FakeBench() if args.bench == "fake" else RealBench()
+    testbed: Testbed = FakeTestbed() if args.testbed == "fake" else RealTestbed()
     counts = {way: {"safe": 0, "progress": 0, "as expected": 0} for way in ("broken", "fixed")}
-    with bench:
+    with testbed:
         for _ in range(args.runs):
-            for timeline in scenario().both(bench):
+            for timeline in scenario().both(testbed):
                 tally = counts[timeline.way]
-                tally["safe"] += timeline.verdict.safe
-                tally["progress"] += timeline.verdict.progress
+                tally["safe"] += timeline.outcome.safe
+                tally["progress"] += timeline.outcome.progress
                 ok = expected(scenario, timeline)
                 tally["as expected"] += ok
                 if not ok and args.show:
                     print(timeline.table(), end="\n\n")
-    print(f"{args.scenario}, {args.runs} runs each way on {bench.label}")
+    print(f"{args.scenario}, {args.runs} runs each way on {testbed.label}")
     print()
     print("| way | safe | made progress | as the lab says |")
     print("| --- | ---: | ---: | ---: |")

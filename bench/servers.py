@@ -1,37 +1,30 @@
 """Five throw-away ``redis-server`` processes for a benchmark run.
 
-They are started exactly as the test suite starts them (pytest-redis's
-``RedisExecutor`` on free loopback ports, see ``tests/support.py``), with
-snapshots switched off so no background save lands inside a measurement.
+They are the lab's testbed servers (:class:`lockguide_lab.testbed.RedisServer`,
+pytest-redis's executor on free loopback ports), the same the test suite
+starts, with snapshots off so no background save lands inside a measurement.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import redis
 
-from tests.support import start_redis_servers
+from lockguide_lab.testbed import servers
 
 
 @contextmanager
 def five_masters(count: int = 5) -> Iterator[list[redis.Redis]]:
     """Start ``count`` independent servers; yield one client for each."""
-    with tempfile.TemporaryDirectory(prefix="lockguide-bench-") as tmp:
-        executors = start_redis_servers(Path(tmp), count)
-        clients = [redis.Redis(host=e.host, port=e.port) for e in executors]
+    with servers(count) as started:
+        clients = [redis.Redis(host=s.host, port=s.port) for s in started]
         try:
-            for client in clients:
-                client.config_set("save", "")
             yield clients
         finally:
             for client in clients:
                 client.close()
-            for executor in executors:
-                executor.stop()
 
 
 def server_version(client: redis.Redis) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 
+from lockguide_lab.testbed import RedisServer
 from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import (
     MASTER_PORTS,
@@ -21,23 +21,23 @@ from tests.support import (
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisExecutor]:
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A real redis-server on a free loopback port, for the whole session."""
-    executor = start_redis_server(tmp_path_factory.mktemp("redis-server"))
-    yield executor
-    executor.stop()
+    server = start_redis_server(tmp_path_factory.mktemp("redis-server"))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_masters(
-    redis_server: RedisExecutor, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[RedisExecutor]]:
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[RedisServer]]:
     """Four more independent servers: with ``redis_server``, the five Redlock masters
     that ``redis.Redis(port=6379)`` .. ``redis.Redis(port=6383)`` reach."""
     extra = start_redis_servers(tmp_path_factory.mktemp("redis-masters"), len(MASTER_PORTS) - 1)
     yield extra
-    for executor in extra:
-        executor.stop()
+    for server in extra:
+        server.stop()
 
 
 @pytest.fixture(
@@ -49,8 +49,8 @@ def redis_masters(
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "fakeredis":
         return fake_backend()
-    executor: RedisExecutor = request.getfixturevalue("redis_server")
-    return real_backend(executor, request.getfixturevalue("redis_masters"))
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return real_backend(server, request.getfixturevalue("redis_masters"))
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Test support: the two backends and real redis-server processes.
 
-Real servers are started with pytest-redis's ``RedisExecutor`` (a mirakuru
-``TCPExecutor``) on a free loopback port, so no process code is hand-rolled.
+Both come from the lab's testbed, the one way this project makes a server:
+real ones are :class:`~lockguide_lab.testbed.RedisServer` (pytest-redis's
+``RedisExecutor`` on a free loopback port, which can also be frozen, crashed
+and restarted), in-process ones :class:`~lockguide_lab.testbed.FakeServer`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import fakeredis
 import port_for
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 
 from lockguide import _multiplex
-from lockguide_lab.audit import servers
+from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
+from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"
@@ -47,9 +49,10 @@ def _is_master_port(host: str, port: int) -> bool:
 
 def redis_server_executable() -> str:
     """Path of ``redis-server``; skips (or fails under CI's requirement) when absent."""
-    exe = shutil.which("redis-server")
-    if exe is not None:
-        return exe
+    try:
+        return find_redis_server()
+    except ServerUnavailable:
+        pass
     reason = (
         "redis-server is not on PATH, so the real-Redis half of the suite cannot run "
         "(install it with: apt-get install redis-server)"
@@ -59,18 +62,14 @@ def redis_server_executable() -> str:
     pytest.skip(reason)
 
 
-def start_redis_server(datadir: Path, *, appendonly: bool = False) -> RedisExecutor:
-    """Start one independent ``redis-server`` on a free loopback port and wait for it
-    (the audit's starter: pytest-redis's ``RedisExecutor``, one mechanism for both)."""
-    executor: RedisExecutor = servers.start_redis_server(
-        datadir, executable=redis_server_executable(), appendonly=appendonly
-    )
-    return executor
+def start_redis_server(datadir: Path, *, appendonly: bool = False) -> RedisServer:
+    """Start one independent ``redis-server`` on a free loopback port and wait for it."""
+    return RedisServer(datadir, appendonly=appendonly, executable=redis_server_executable())
 
 
 def start_redis_servers(
     datadir: Path, count: int, *, appendonly: bool = False
-) -> list[RedisExecutor]:
+) -> list[RedisServer]:
     """Start ``count`` independent servers (separate processes, ports and data dirs)."""
     return [
         start_redis_server(datadir / f"master-{i}", appendonly=appendonly) for i in range(count)
@@ -106,9 +105,7 @@ def fake_backend() -> Backend:
     ``redis.Redis()`` and ``redis.Redis(port=6379)`` share one server; every
     other address (e.g. ports 6380-6383 for Redlock masters) gets its own.
     """
-    servers: dict[tuple[str, int], fakeredis.FakeServer] = {
-        ("localhost", DEFAULT_PORT): fakeredis.FakeServer()
-    }
+    servers: dict[tuple[str, int], FakeServer] = {("localhost", DEFAULT_PORT): FakeServer()}
 
     class FakeRedisOnServer(fakeredis.FakeRedis):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -116,24 +113,22 @@ def fake_backend() -> Backend:
                 host, port = _address(args, kwargs)
                 address = ("localhost" if host in _LOOPBACK_NAMES else host, port)
                 if address not in servers:
-                    servers[address] = fakeredis.FakeServer()
+                    servers[address] = FakeServer()
                 kwargs["server"] = servers[address]
             super().__init__(*args, **kwargs)
 
     return Backend("fakeredis", FakeRedisOnServer)
 
 
-def real_backend(
-    executor: RedisExecutor, masters: Sequence[RedisExecutor] | None = None
-) -> Backend:
+def real_backend(server: RedisServer, masters: Sequence[RedisServer] | None = None) -> Backend:
     """Clients for running servers, which are flushed first so each test starts empty.
 
-    A plain ``redis.Redis()`` reaches ``executor``. With ``masters`` (four more
+    A plain ``redis.Redis()`` reaches ``server``. With ``masters`` (four more
     servers), ``redis.Redis(port=6380)`` .. ``port=6383`` reach them, so docs
     examples written for five local masters run against five real processes.
     """
-    by_port: Mapping[int, RedisExecutor] = dict(
-        zip(MASTER_PORTS, [executor, *(masters or ())], strict=False)
+    by_port: Mapping[int, RedisServer] = dict(
+        zip(MASTER_PORTS, [server, *(masters or ())], strict=False)
     )
     original: type[redis.Redis] = redis.Redis
 

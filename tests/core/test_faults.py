@@ -1,28 +1,24 @@
 """Redlock against real faults on five real ``redis-server`` processes.
 
-Each test gets five independent servers (started once per module through the
-same fixture library as the rest of the suite) and may freeze (``SIGSTOP``),
-kill (``SIGKILL``) or restart them; the fixture thaws, restarts and empties
+Each test gets five independent servers (the lab's testbed servers, started
+once per module) and may freeze (``SIGSTOP``), kill (``SIGKILL``) or restart
+them; the fixture thaws, restarts and empties
 them again before the next test. The clients are given a 30 s socket timeout:
 any wait that fell back to it would blow far past the bounds asserted here.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 
 from lockguide import MajorityLost, Redlock, validity_ms
+from lockguide_lab.testbed import RedisServer
 from tests.support import start_redis_servers
 
 pytestmark = pytest.mark.real_redis
@@ -43,81 +39,34 @@ T = TypeVar("T")
 
 @dataclass
 class Servers:
-    """Five independent redis-server processes, and the faults a test can inject."""
+    """Five independent redis-server processes (the testbed's), and clients of them."""
 
-    executors: list[RedisExecutor]
-    aof: bool = False
+    processes: list[RedisServer]
     clients_made: list[redis.Redis] = field(default_factory=list)
 
     def clients(self) -> list[redis.Redis]:
-        made = [
-            redis.Redis(host=e.host, port=e.port, socket_timeout=SOCKET_TIMEOUT_S)
-            for e in self.executors
-        ]
+        made = [p.client(socket_timeout=SOCKET_TIMEOUT_S) for p in self.processes]
         self.clients_made += made
         return made
 
-    def admin(self, i: int) -> redis.Redis:
-        e = self.executors[i]
-        return redis.Redis(host=e.host, port=e.port, socket_timeout=5)
-
-    def configure(self, i: int) -> None:
-        """No RDB snapshots; with AOF, every write fsynced before the reply."""
-        with self.admin(i) as admin:
-            admin.config_set("save", "")
-            if self.aof:
-                admin.config_set("appendfsync", "always")
-
-    def pid(self, i: int) -> int:
-        process = self.executors[i].process
-        assert process is not None
-        return process.pid
-
-    @contextmanager
-    def frozen(self, i: int) -> Iterator[None]:
-        """The master stops answering (a paused VM, a long GC), then resumes."""
-        os.kill(self.pid(i), signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(self.pid(i), signal.SIGCONT)
-
-    def crash(self, i: int) -> None:
-        """SIGKILL: no shutdown, no final save."""
-        self.executors[i].kill(sig=signal.SIGKILL)
-
-    def restart(self, i: int) -> None:
-        self.executors[i].start()
-        self.configure(i)
+    def __getitem__(self, i: int) -> RedisServer:
+        return self.processes[i]
 
     def heal(self) -> None:
-        """Every server running, answering, configured and empty."""
-        for i, executor in enumerate(self.executors):
-            if executor.running():
-                os.kill(self.pid(i), signal.SIGCONT)
-            else:
-                self.restart(i)
-            with self.admin(i) as admin:
-                admin.flushall()
-                admin.script_flush()
+        """Every server running, answering, configured and empty; every client closed."""
+        for process in self.processes:
+            process.reset()
         for client in self.clients_made:
             client.close()
         self.clients_made.clear()
 
 
-def start(tmp: Path, *, aof: bool) -> Servers:
-    servers = Servers(start_redis_servers(tmp, 5, appendonly=aof), aof=aof)
-    for i in range(5):
-        servers.configure(i)
-    return servers
-
-
 @pytest.fixture(scope="module")
 def five_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    servers = start(tmp_path_factory.mktemp("faults"), aof=False)
+    servers = Servers(start_redis_servers(tmp_path_factory.mktemp("faults"), 5))
     yield servers
-    for executor in servers.executors:
-        executor.stop()
+    for process in servers.processes:
+        process.stop()
 
 
 @pytest.fixture
@@ -144,7 +93,7 @@ def test_a_frozen_master_costs_one_node_timeout_and_four_votes_still_win(
     assert lock.acquire(blocking=False)  # connections are open before the fault
     lock.release()
     bound = NODE_TIMEOUT_MS / 1000 + MARGIN_S
-    with servers.frozen(2):
+    with servers[2].frozen():
         acquired, took = timed(lambda: lock.acquire(blocking=False))
         assert acquired
         attempt = lock.last_attempt
@@ -169,7 +118,7 @@ def test_a_thawed_master_runs_its_queued_set_but_no_late_reply_is_misread(
     lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
     assert lock.acquire(blocking=False)
     lock.release()
-    with servers.frozen(0):
+    with servers[0].frozen():
         assert lock.acquire(blocking=False)
         frozen_value = lock.value
         assert lock.release() == 4
@@ -196,7 +145,7 @@ def test_with_three_masters_down_acquire_fails_fast_and_leaves_no_key(
     assert lock.acquire(blocking=False)
     lock.release()
     for i in (0, 1, 2):
-        servers.crash(i)
+        servers[i].crash()
     acquired, took = timed(lambda: lock.acquire(blocking=False))
     assert not acquired
     attempt = lock.last_attempt
@@ -218,7 +167,7 @@ def test_a_connection_the_server_closed_is_replaced_without_losing_the_vote(
     lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
     assert lock.acquire(blocking=False)
     lock.release()
-    with servers.admin(1) as admin:
+    with servers[1].admin() as admin:
         assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
     time.sleep(0.01)
     assert lock.acquire(blocking=False)
@@ -246,8 +195,8 @@ def test_a_master_restarted_without_persistence_grants_the_lock_twice(
     servers: Servers,
 ) -> None:
     a = hold_three_of_five(servers.clients(), ttl_ms=10_000)
-    servers.crash(2)
-    servers.restart(2)  # back at once, with an empty dataset
+    servers[2].crash()
+    servers[2].restart()  # back at once, with an empty dataset
     b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
     assert b.acquire(blocking=False), "B wins masters 2, 3 and 4"
     assert a.held
@@ -258,10 +207,11 @@ def test_a_master_restarted_without_persistence_grants_the_lock_twice(
 
 @pytest.fixture(scope="module")
 def five_aof_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    servers = start(tmp_path_factory.mktemp("faults-aof"), aof=True)
+    started = start_redis_servers(tmp_path_factory.mktemp("faults-aof"), 5, appendonly=True)
+    servers = Servers(started)
     yield servers
-    for executor in servers.executors:
-        executor.stop()
+    for process in servers.processes:
+        process.stop()
 
 
 def test_appendfsync_always_keeps_the_lock_across_a_crash(five_aof_servers: Servers) -> None:
@@ -269,8 +219,8 @@ def test_appendfsync_always_keeps_the_lock_across_a_crash(five_aof_servers: Serv
     servers.heal()
     try:
         a = hold_three_of_five(servers.clients(), ttl_ms=10_000)
-        servers.crash(2)
-        servers.restart(2)  # replays its append-only file: A's key, with its expiry
+        servers[2].crash()
+        servers[2].restart()  # replays its append-only file: A's key, with its expiry
         assert servers.clients()[2].pttl(KEY) > 5_000
         b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
         assert not b.acquire(blocking=False)
@@ -283,12 +233,12 @@ def test_a_restart_delayed_past_the_ttl_never_grants_the_lock_twice(servers: Ser
     ttl_ms = 600
     a = hold_three_of_five(servers.clients(), ttl_ms=ttl_ms)
     crashed_at = time.monotonic()
-    servers.crash(2)
+    servers[2].crash()
     b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
     assert not b.acquire(blocking=False), "while master 2 stays down, B has only 3 and 4"
     # The remedy: keep the crashed master down for longer than the largest TTL.
     time.sleep(max(0.0, ttl_ms / 1000 + 0.05 - (time.monotonic() - crashed_at)))
-    servers.restart(2)
+    servers[2].restart()
     assert b.acquire(blocking=False)
     assert a.validity_remaining_ms() == 0.0, "A's lease was over before B got in"
 
@@ -297,7 +247,7 @@ def test_the_validity_left_after_a_frozen_master_is_the_arithmetic(servers: Serv
     lock = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
     assert lock.acquire(blocking=False)
     lock.release()
-    with servers.frozen(4):
+    with servers[4].frozen():
         assert lock.acquire(blocking=False)
         attempt = lock.last_attempt
         assert attempt is not None

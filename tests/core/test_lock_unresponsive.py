@@ -5,17 +5,15 @@ Real servers only: the server process is frozen with SIGSTOP, which no fake can 
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 
 from lockguide import Lock
+from lockguide_lab.testbed import RedisServer
 from tests.support import start_redis_server
 
 pytestmark = pytest.mark.real_redis
@@ -24,21 +22,16 @@ REQUEST_TIMEOUT_MS = 200
 
 
 @pytest.fixture
-def frozen_server(tmp_path: Path) -> Iterator[RedisExecutor]:
-    """A dedicated server, frozen with SIGSTOP for the test and resumed afterwards."""
-    executor = start_redis_server(tmp_path / "frozen")
-    pid = executor.process.pid if executor.process else None
-    assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield executor
-    finally:
-        os.kill(pid, signal.SIGCONT)
-        executor.stop()
+def frozen_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A dedicated server, frozen with SIGSTOP for the test and stopped afterwards."""
+    server = start_redis_server(tmp_path / "frozen")
+    with server.frozen():
+        yield server
+    server.stop()
 
 
 def test_acquire_on_a_frozen_server_fails_within_the_request_timeout(
-    frozen_server: RedisExecutor,
+    frozen_server: RedisServer,
 ) -> None:
     # A client as most code creates it: no socket timeout, redis-py's default retries.
     client = redis.Redis(host=frozen_server.host, port=frozen_server.port)

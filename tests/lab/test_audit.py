@@ -12,26 +12,28 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lockguide import redlock as redlock_module
 from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_on
-from lockguide_lab.audit.page import LIBRARIES, PAGE, render
+from lockguide_lab.audit.page import LIBRARIES, render
 from lockguide_lab.audit.servers import server_at
 from tests.docs.test_docs import ROOT
 from tests.support import start_redis_server
+from tools.regenerate_libraries_page import PAGE
 
 pytestmark = pytest.mark.real_redis
 
 
 @pytest.fixture(scope="session")
 def audit_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
-    executors = [start_redis_server(tmp_path_factory.mktemp(f"audit-master-{i}")) for i in range(5)]
-    yield [server_at(f"master-{i}", ex.host, ex.port) for i, ex in enumerate(executors)]
-    for ex in executors:
-        ex.stop()
+    started = [start_redis_server(tmp_path_factory.mktemp(f"audit-master-{i}")) for i in range(5)]
+    yield [server_at(f"master-{i}", *s.address) for i, s in enumerate(started)]
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -196,9 +198,10 @@ def test_only_fenced_lock_and_portalocker_hand_out_fencing_tokens(
 
 def test_comparison_page_is_current(reports: dict[str, Report]) -> None:
     fresh = render([reports[name] for name in LIBRARIES])
-    committed = (ROOT / PAGE).read_text("utf-8")
+    assert PAGE == ROOT / "docs" / "libraries.md"
+    committed = PAGE.read_text("utf-8")
     assert committed == fresh, (
-        f"{PAGE} is stale: regenerate it with `.venv/bin/python -m lockguide_lab.audit.page`"
+        f"{PAGE} is stale: regenerate it with `.venv/bin/python tools/regenerate_libraries_page.py`"
     )
 
 
@@ -208,15 +211,27 @@ def test_page_renders_the_same_from_saved_json(reports: dict[str, Report]) -> No
     assert render(again) == render([reports[n] for n in LIBRARIES])
 
 
+#: The console script the lab declares (``[project.scripts]`` in lab/pyproject.toml).
+AUDIT_SCRIPT = Path(sys.executable).parent / "lockguide-audit"
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lockguide_lab.audit", *args],
+        [str(AUDIT_SCRIPT), *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
         cwd=ROOT,
     )
+
+
+def test_console_script_lists_the_built_in_adapters() -> None:
+    result = run_cli("--list")
+    assert result.returncode == 0, result.stderr
+    listed = dict(line.split(maxsplit=1) for line in result.stdout.splitlines())
+    assert listed == BUILTIN
+    assert "usage: lockguide-audit" in run_cli("--masters", "0", "lockguide").stderr
 
 
 def test_cli_exits_non_zero_when_a_must_have_fails() -> None:

@@ -1,4 +1,4 @@
-"""The audit's instruments on their own: value heuristics, the RESP parser, the clock warp."""
+"""The audit's instruments on their own: value heuristics, the link's RESP parser, the clocks."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from lockguide import redlock as redlock_module
-from lockguide_lab.audit.proxy import ClockWarp, RespRequests
 from lockguide_lab.audit.values import MIN_BITS, judge_values
+from lockguide_lab.testbed.clock import ProcessClocks, VirtualClock
+from lockguide_lab.testbed.link import RespRequests
 
 
 def sample(make: object, n: int = 6) -> list[bytes]:
@@ -27,51 +27,51 @@ def sample(make: object, n: int = 6) -> list[bytes]:
 
 
 def test_twenty_random_bytes_in_hex_pass() -> None:
-    verdict = judge_values(sample(lambda: secrets.token_hex(20)))
-    assert verdict.ok
-    assert verdict.bits >= 160
+    judged = judge_values(sample(lambda: secrets.token_hex(20)))
+    assert judged.ok
+    assert judged.bits >= 160
 
 
 def test_uuid4_passes_with_its_fixed_digits_discounted() -> None:
-    verdict = judge_values(sample(uuid.uuid4))
-    assert verdict.ok
-    assert MIN_BITS <= verdict.bits < 128  # the version digit carries nothing
+    judged = judge_values(sample(uuid.uuid4))
+    assert judged.ok
+    assert MIN_BITS <= judged.bits < 128  # the version digit carries nothing
 
 
 def test_uuid1_fails_as_time_and_mac() -> None:
-    verdict = judge_values(sample(lambda: uuid.uuid1().hex))
-    assert not verdict.ok
-    assert verdict.problem is not None
-    assert "uuid1" in verdict.problem
+    judged = judge_values(sample(lambda: uuid.uuid1().hex))
+    assert not judged.ok
+    assert judged.problem is not None
+    assert "uuid1" in judged.problem
 
 
 def test_host_pid_counter_fails_as_a_number() -> None:
     counter = iter(range(1, 100))
-    verdict = judge_values(sample(lambda: f"web-3:{os.getpid()}:{next(counter)}"))
-    assert not verdict.ok
-    assert verdict.problem is not None
-    assert "number" in verdict.problem
+    judged = judge_values(sample(lambda: f"web-3:{os.getpid()}:{next(counter)}"))
+    assert not judged.ok
+    assert judged.problem is not None
+    assert "number" in judged.problem
 
 
 def test_timestamp_values_fail_as_a_number() -> None:
-    verdict = judge_values(sample(time.time_ns))
-    assert not verdict.ok
+    judged = judge_values(sample(time.time_ns))
+    assert not judged.ok
 
 
 def test_a_repeated_value_fails() -> None:
-    verdict = judge_values([b"same-token", b"other-token", b"same-token"])
-    assert verdict.problem == "a value repeated across acquisitions"
+    judged = judge_values([b"same-token", b"other-token", b"same-token"])
+    assert judged.problem == "a value repeated across acquisitions"
 
 
 def test_short_random_values_fail_for_lack_of_room() -> None:
-    verdict = judge_values(sample(lambda: secrets.token_hex(8)))  # 64 bits
-    assert not verdict.ok
-    assert verdict.bits == pytest.approx(64)
+    judged = judge_values(sample(lambda: secrets.token_hex(8)))  # 64 bits
+    assert not judged.ok
+    assert judged.bits == pytest.approx(64)
 
 
 def test_base64_of_18_random_bytes_passes() -> None:
-    verdict = judge_values(sample(lambda: base64.b64encode(os.urandom(18)).decode()))
-    assert verdict.ok
+    judged = judge_values(sample(lambda: base64.b64encode(os.urandom(18)).decode()))
+    assert judged.ok
 
 
 def test_shape_alone_cannot_tell_a_mersenne_twister_value() -> None:
@@ -79,8 +79,8 @@ def test_shape_alone_cannot_tell_a_mersenne_twister_value() -> None:
     # them (the audit's value check does that; see test_audit.py for redlock-py).
     rng = random.Random(1)
     alphabet = string.ascii_letters + string.digits
-    verdict = judge_values(sample(lambda: "".join(rng.choice(alphabet) for _ in range(22))))
-    assert verdict.ok
+    judged = judge_values(sample(lambda: "".join(rng.choice(alphabet) for _ in range(22))))
+    assert judged.ok
 
 
 def test_resp_parser_reassembles_commands_split_across_reads() -> None:
@@ -94,63 +94,81 @@ def test_resp_parser_reassembles_commands_split_across_reads() -> None:
     assert got == [[b"SET", b"lock", b"v1", b"NX", b"PX"], [b"PING"]]
 
 
-def test_clock_warp_moves_every_clock_only_while_installed() -> None:
-    warp = ClockWarp()
-    with warp.installed():
+def test_process_clocks_move_every_clock_only_while_installed() -> None:
+    clock = VirtualClock(flowing=True)
+    with ProcessClocks(clock).installed():
         before_wall, before_mono = time.time(), time.monotonic()
-        warp.jump(5.0)
+        clock.jump(5_000)
         assert time.time() - before_wall == pytest.approx(5.0, abs=0.5)
         assert time.monotonic() - before_mono == pytest.approx(5.0, abs=0.5)
         assert timeit.default_timer() - before_mono > 4.0
     assert abs(time.time() - before_wall) < 1.0
 
 
-def test_wall_only_warp_leaves_the_monotonic_clock_alone() -> None:
-    warp = ClockWarp(wall_only=True)
-    with warp.installed():
+def test_wall_only_process_clocks_leave_the_monotonic_clock_alone() -> None:
+    clock = VirtualClock(flowing=True)
+    with ProcessClocks(clock, wall_only=True).installed():
         before_mono = time.monotonic()
         before_wall = time.time()
-        warp.jump(5.0)
+        clock.jump(5_000)
         assert time.time() - before_wall == pytest.approx(5.0, abs=0.5)
         assert time.monotonic() - before_mono < 1.0
 
 
-def test_clock_warp_reaches_module_level_copies_outside_the_standard_library() -> None:
-    # lockguide.redlock times its attempts through ``_now = time.monotonic``.
+def test_process_clocks_reach_module_level_copies_outside_the_standard_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    peer = types.ModuleType("peer_lock")
+    peer.clock = time.monotonic  # type: ignore[attr-defined]  # clock = time.monotonic
+    monkeypatch.setitem(sys.modules, "peer_lock", peer)
     original = time.monotonic
-    assert redlock_module._now is original
-    warp = ClockWarp()
-    with warp.installed():
+    clock = VirtualClock(flowing=True)
+    with ProcessClocks(clock).installed():
         before = original()
-        warp.jump(5.0)
-        assert redlock_module._now() - before == pytest.approx(5.0, abs=0.5)
+        clock.jump(5_000)
+        assert peer.clock() - before == pytest.approx(5.0, abs=0.5)
         assert threading._time is original  # type: ignore[attr-defined]  # stdlib waits stay real
-    assert redlock_module._now is original
+    assert peer.clock is original
 
 
-def test_a_module_imported_during_the_warp_gets_the_real_clock_back(
+def test_a_module_imported_while_installed_gets_the_real_clock_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     late = types.ModuleType("late_import")
     monkeypatch.setitem(sys.modules, "late_import", late)
-    warp = ClockWarp()
-    with warp.installed():
+    clock = VirtualClock(flowing=True)
+    with ProcessClocks(clock).installed():
         late.clock = time.monotonic  # type: ignore[attr-defined]  # from time import monotonic
-        warp.jump(5.0)
+        clock.jump(5_000)
     assert late.clock is time.monotonic
 
 
-def test_clock_readers_wait_until_a_held_warp_has_jumped() -> None:
-    warp = ClockWarp()
+def test_clock_readers_wait_until_a_held_clock_has_jumped() -> None:
+    clock = VirtualClock(flowing=True)
     readings: list[float] = []
-    with warp.installed():
+    with ProcessClocks(clock).installed():
         start = time.monotonic()
-        with warp.held():
+        with clock.held():
             reader = threading.Thread(target=lambda: readings.append(time.monotonic()))
             reader.start()
             reader.join(0.05)
             assert reader.is_alive()  # its clock reading waits for the jump
-            warp.jump(5.0)
+            clock.jump(5_000)
         reader.join(1.0)
     assert len(readings) == 1
     assert readings[0] - start >= 5.0
+
+
+def test_a_standing_virtual_clock_moves_only_when_told() -> None:
+    clock = VirtualClock()
+    first = clock.monotonic()
+    time.sleep(0.02)
+    assert clock.monotonic() == first
+    clock.tick(250)
+    clock.advance_to(1_000)
+    clock.jump(500)
+    assert clock.now_ms() == 1_500
+    assert clock.monotonic() - first == pytest.approx(1.5)
+    with clock.real_time():
+        time.sleep(0.02)
+    assert clock.now_ms() > 1_510

@@ -1,6 +1,6 @@
-"""The failure scenarios, run both ways on both benches, judged by their verdicts.
+"""The failure scenarios, run both ways on both testbeds, judged by their outcomes.
 
-``bench`` runs each test twice: on fakeredis with a virtual clock (no server),
+``testbed`` runs each test twice: on fakeredis with a virtual clock (no server),
 and on real ``redis-server`` processes started for the session, where the
 failover is a real primary and replica (``REPLICAOF``) and the restart a
 ``SIGKILL`` and a fresh start. Every assertion is about what the run recorded
@@ -9,66 +9,53 @@ and what the resource ended with, never about how long anything took.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 
 from lockguide.errors import BadArgument, BadArgumentType
 from lockguide_lab.errors import ScenarioError
 from lockguide_lab.scenarios import (
     SCENARIOS,
     BareDelAfterExpiry,
-    Bench,
-    ClientBench,
+    ClientTestbed,
     ClockJumpOnOneNode,
     FailoverLosesLock,
-    FakeBench,
+    FakeTestbed,
     Kind,
     PausedHolder,
-    RealBench,
+    RealTestbed,
     RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
     SplitVote,
+    Testbed,
     Timeline,
     VersionedResource,
     WorkOutlastsTtl,
 )
-from lockguide_lab.scenarios.bench import ServerProcess
-from tests.support import start_redis_server
-
-
-def _real_bench(tmp: Path, resource_server: RedisExecutor) -> RealBench:
-    numbers = itertools.count(1)
-
-    def start(appendonly: bool) -> ServerProcess:
-        executor = start_redis_server(tmp / f"server-{next(numbers)}", appendonly=appendonly)
-        process: ServerProcess = executor
-        return process
-
-    resource = redis.Redis(host=resource_server.host, port=resource_server.port)
-    return RealBench(start, resource=resource)
+from lockguide_lab.testbed import RedisServer
+from tests.support import redis_server_executable
 
 
 @pytest.fixture(
     scope="module",
     params=["fakeredis", pytest.param("redis-server", marks=pytest.mark.real_redis)],
 )
-def bench(
+def testbed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Bench]:
-    """A FakeBench (virtual clock) or a RealBench (real servers, real time)."""
-    made: Bench
+) -> Iterator[Testbed]:
+    """A FakeTestbed (virtual clock) or a RealTestbed (real servers, real time)."""
+    made: Testbed
     if request.param == "fakeredis":
-        made = FakeBench()
+        made = FakeTestbed()
     else:
-        server: RedisExecutor = request.getfixturevalue("redis_server")
-        made = _real_bench(tmp_path_factory.mktemp("scenario-servers"), server)
+        redis_server_executable()  # skips (or fails under CI) without redis-server
+        server: RedisServer = request.getfixturevalue("redis_server")
+        base = tmp_path_factory.mktemp("scenario-servers")
+        made = RealTestbed(base, resource=server.client())
     yield made
     made.close()
 
@@ -77,13 +64,13 @@ Runs = Callable[[type[Scenario], str], Timeline]
 
 
 @pytest.fixture(scope="module")
-def runs(bench: Bench) -> Runs:
-    """Each scenario with its default settings, run once per bench and way, then reused."""
+def runs(testbed: Testbed) -> Runs:
+    """Each scenario with its default settings, run once per testbed and way, then reused."""
     cache: dict[tuple[type[Scenario], str], Timeline] = {}
 
     def run(scenario: type[Scenario], way: str) -> Timeline:
         if (scenario, way) not in cache:
-            cache[scenario, way] = scenario().run(bench, way)
+            cache[scenario, way] = scenario().run(testbed, way)
         return cache[scenario, way]
 
     return run
@@ -101,29 +88,29 @@ def test_broken_way_is_caught_breaking_exclusion_and_losing_data(
     runs: Runs, scenario: type[Scenario]
 ) -> None:
     timeline = runs(scenario, "broken")
-    verdict = timeline.verdict
-    assert not verdict.mutual_exclusion, timeline.table()
-    assert not verdict.data_intact, timeline.table()
-    assert verdict.reasons
-    assert len(verdict.overlapping) >= 2
+    outcome = timeline.outcome
+    assert not outcome.mutual_exclusion, timeline.table()
+    assert not outcome.data_intact, timeline.table()
+    assert outcome.reasons
+    assert len(outcome.overlapping) >= 2
 
 
 @pytest.mark.parametrize("scenario", LIVENESS, ids=lambda s: s.__name__)
 def test_broken_way_is_caught_making_no_progress(runs: Runs, scenario: type[Scenario]) -> None:
     timeline = runs(scenario, "broken")
-    verdict = timeline.verdict
-    assert not verdict.progress, timeline.table()
-    assert verdict.safe, timeline.table()
+    outcome = timeline.outcome
+    assert not outcome.progress, timeline.table()
+    assert outcome.safe, timeline.table()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_fixed_way_keeps_exclusion_and_data(runs: Runs, scenario: type[Scenario]) -> None:
     timeline = runs(scenario, "fixed")
-    verdict = timeline.verdict
-    assert verdict.mutual_exclusion, timeline.table()
-    assert verdict.data_intact, timeline.table()
-    assert verdict.progress
-    assert not verdict.reasons
+    outcome = timeline.outcome
+    assert outcome.mutual_exclusion, timeline.table()
+    assert outcome.data_intact, timeline.table()
+    assert outcome.progress
+    assert not outcome.reasons
 
 
 def _kinds(timeline: Timeline, actor: str) -> list[Kind]:
@@ -138,13 +125,13 @@ def test_paused_holder_fencing_refuses_the_stale_write_while_the_lock_still_over
     assert Kind.EXPIRED in _kinds(broken, "A")
     assert fixed.final_value == "B's write"
     assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
-    assert fixed.verdict.overlapping == ("A", "B")
+    assert fixed.outcome.overlapping == ("A", "B")
 
 
-def test_a_pause_shorter_than_the_lease_breaks_nothing_even_unfenced(bench: Bench) -> None:
-    timeline = PausedHolder(ttl_ms=300, pause_ms=100).run(bench, "broken")
-    assert timeline.verdict.safe, timeline.table()
-    assert timeline.verdict.overlapping == ()
+def test_a_pause_shorter_than_the_lease_breaks_nothing_even_unfenced(testbed: Testbed) -> None:
+    timeline = PausedHolder(ttl_ms=300, pause_ms=100).run(testbed, "broken")
+    assert timeline.outcome.safe, timeline.table()
+    assert timeline.outcome.overlapping == ()
     assert _kinds(timeline, "B")[0] is Kind.NOT_ACQUIRED
 
 
@@ -152,25 +139,25 @@ def test_bare_del_lets_a_third_client_in_and_compare_and_delete_does_not(runs: R
     broken, fixed = runs(BareDelAfterExpiry, "broken"), runs(BareDelAfterExpiry, "fixed")
     assert Kind.RELEASED_OTHERS in _kinds(broken, "A")
     assert Kind.LOST in _kinds(broken, "B")
-    assert broken.verdict.overlapping == ("A", "B", "C")
+    assert broken.outcome.overlapping == ("A", "B", "C")
     assert Kind.RELEASE_REFUSED in _kinds(fixed, "A")
     assert _kinds(fixed, "C")[0] is Kind.NOT_ACQUIRED
-    assert fixed.verdict.overlapping == ("A", "B")
+    assert fixed.outcome.overlapping == ("A", "B")
 
 
 def test_watchdog_keeps_the_slow_holder_alone_and_fencing_covers_a_stall(
-    bench: Bench, runs: Runs
+    testbed: Testbed, runs: Runs
 ) -> None:
     fixed = runs(WorkOutlastsTtl, "fixed")
     assert Kind.RENEWED in _kinds(fixed, "A")
     assert _kinds(fixed, "B")[0] is Kind.NOT_ACQUIRED
-    assert fixed.verdict.overlapping == ()
+    assert fixed.outcome.overlapping == ()
 
-    stalled = WorkOutlastsTtl(stall_ms=400).run(bench, "fixed")
-    assert stalled.verdict.safe, stalled.table()
+    stalled = WorkOutlastsTtl(stall_ms=400).run(testbed, "fixed")
+    assert stalled.outcome.safe, stalled.table()
     assert Kind.WRITE_REFUSED in _kinds(stalled, "A")
     assert Kind.RELEASE_REFUSED in _kinds(stalled, "A")
-    assert stalled.verdict.overlapping == ("A", "B")
+    assert stalled.outcome.overlapping == ("A", "B")
 
 
 def test_failover_hands_the_lock_to_a_second_holder_with_the_same_token(runs: Runs) -> None:
@@ -196,18 +183,18 @@ def test_a_clock_jump_on_one_master_hands_b_a_second_majority_and_the_version_re
     for timeline in (broken, fixed):
         assert Kind.LOST in _kinds(timeline, "A"), timeline.table()
         assert _kinds(timeline, "B")[0] is Kind.ACQUIRED
-        assert timeline.verdict.overlapping == ("A", "B")
+        assert timeline.outcome.overlapping == ("A", "B")
         assert Kind.RELEASE_REFUSED in _kinds(timeline, "A")  # MajorityLost: 2 of 5 left
     assert broken.final_value == "A's write"
     assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
     assert fixed.final_value == "B's write"
 
 
-def test_a_clock_jump_shorter_than_the_lease_left_breaks_nothing(bench: Bench) -> None:
-    timeline = ClockJumpOnOneNode(jump_ms=5_000).run(bench, "broken")
-    assert timeline.verdict.safe, timeline.table()
+def test_a_clock_jump_shorter_than_the_lease_left_breaks_nothing(testbed: Testbed) -> None:
+    timeline = ClockJumpOnOneNode(jump_ms=5_000).run(testbed, "broken")
+    assert timeline.outcome.safe, timeline.table()
     assert _kinds(timeline, "B")[0] is Kind.NOT_ACQUIRED
-    assert timeline.verdict.overlapping == ()
+    assert timeline.outcome.overlapping == ()
 
 
 def test_a_redlock_master_restarting_empty_gives_b_a_majority_and_aof_keeps_it_out(
@@ -219,16 +206,16 @@ def test_a_redlock_master_restarting_empty_gives_b_a_majority_and_aof_keeps_it_o
     assert _kinds(broken, "B")[0] is Kind.ACQUIRED
     assert _kinds(fixed, "B")[:2] == [Kind.NOT_ACQUIRED, Kind.ACQUIRED]
     assert Kind.LOST not in _kinds(fixed, "A")
-    assert fixed.verdict.overlapping == ()
+    assert fixed.outcome.overlapping == ()
 
 
 def test_a_delayed_restart_keeps_the_second_majority_out_until_the_lease_is_over(
-    bench: Bench,
+    testbed: Testbed,
 ) -> None:
     scenario = RedlockRestartForgetsLock(ttl_ms=300, restart_delay_ms=400)
-    timeline = scenario.run(bench, "fixed")
-    assert timeline.verdict.safe, timeline.table()
-    assert timeline.verdict.overlapping == ()
+    timeline = scenario.run(testbed, "fixed")
+    assert timeline.outcome.safe, timeline.table()
+    assert timeline.outcome.overlapping == ()
     assert "stays down" in timeline.approach
     b_acquired = timeline.of("B", Kind.ACQUIRED)
     restarted = [e for e in timeline.events if e.kind is Kind.SERVER and "restarts" in e.detail]
@@ -249,17 +236,17 @@ def test_split_votes_repeat_with_a_constant_delay_and_resolve_with_a_random_one(
         assert _kinds(broken, name)[-1] is Kind.GAVE_UP
     assert {e.actor for e in fixed.of("A") + fixed.of("B") + fixed.of("C")} == set("ABC")
     assert len([e for e in fixed.events if e.kind is Kind.ACQUIRED]) == 3, fixed.table()
-    assert fixed.verdict.overlapping == ()
+    assert fixed.outcome.overlapping == ()
 
 
-# -- the benches ----------------------------------------------------------------------------
+# -- the testbeds ---------------------------------------------------------------------------
 
 
 def test_failover_pair_promotes_a_replica_with_what_was_synced_and_nothing_after(
-    bench: Bench,
+    testbed: Testbed,
 ) -> None:
-    with bench.running():
-        pair = bench.failover_pair()
+    with testbed.running():
+        pair = testbed.failover_pair()
         client = pair.client()
         client.set("before", "1")
         pair.sync()
@@ -272,9 +259,11 @@ def test_failover_pair_promotes_a_replica_with_what_was_synced_and_nothing_after
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["no-persistence", "aof-always"])
-def test_crash_and_restart_keeps_keys_only_when_persistent(bench: Bench, persistent: bool) -> None:
-    with bench.running():
-        server = bench.server(persistent=persistent)
+def test_crash_and_restart_keeps_keys_only_when_persistent(
+    testbed: Testbed, persistent: bool
+) -> None:
+    with testbed.running():
+        server = testbed.server(persistent=persistent)
         client = server.client()
         client.set("lock:ledger", "A", px=10_000)
         server.crash_and_restart()
@@ -283,9 +272,9 @@ def test_crash_and_restart_keeps_keys_only_when_persistent(bench: Bench, persist
             assert 0 < int(client.pttl("lock:ledger")) <= 10_000
 
 
-def test_a_clock_jump_on_one_server_expires_its_keys_and_no_others(bench: Bench) -> None:
-    with bench.running():
-        first, second = bench.servers(2)
+def test_a_clock_jump_on_one_server_expires_its_keys_and_no_others(testbed: Testbed) -> None:
+    with testbed.running():
+        first, second = testbed.servers(2)
         for server in (first, second):
             server.client().set("lock:ledger", "A", px=10_000)
             server.client().set("other", "x", px=30_000)
@@ -296,10 +285,10 @@ def test_a_clock_jump_on_one_server_expires_its_keys_and_no_others(bench: Bench)
 
 
 def test_a_crashed_server_refuses_commands_until_it_restarts_with_what_it_persisted(
-    bench: Bench,
+    testbed: Testbed,
 ) -> None:
-    with bench.running():
-        kept, lost = bench.server(persistent=True), bench.server()
+    with testbed.running():
+        kept, lost = testbed.server(persistent=True), testbed.server()
         for server in (kept, lost):
             client = server.client()
             client.set("lock:ledger", "A", px=10_000)
@@ -311,9 +300,9 @@ def test_a_crashed_server_refuses_commands_until_it_restarts_with_what_it_persis
         assert lost.client().get("lock:ledger") is None
 
 
-def test_a_slow_link_delivers_its_request_after_a_near_clients_later_one(bench: Bench) -> None:
-    with bench.running():
-        server = bench.server()
+def test_a_slow_link_delivers_its_request_after_a_near_clients_later_one(testbed: Testbed) -> None:
+    with testbed.running():
+        server = testbed.server()
         far, near = server.link(60), server.link(0)
         for client in (far, near):
             client.ping()  # connections open before the race
@@ -331,16 +320,18 @@ def test_a_slow_link_delivers_its_request_after_a_near_clients_later_one(bench: 
         assert server.client().get("lock:ledger") == b"near"
 
 
-def test_an_unreachable_client_fails_every_command_with_a_connection_error(bench: Bench) -> None:
-    client = bench.unreachable_client()
+def test_an_unreachable_client_fails_every_command_with_a_connection_error(
+    testbed: Testbed,
+) -> None:
+    client = testbed.unreachable_client()
     with pytest.raises(redis.ConnectionError):
         client.set("lock:ledger", "A", nx=True, px=1_000)
 
 
 def test_virtual_clock_lands_every_run_on_the_same_milliseconds() -> None:
-    with FakeBench() as bench:
+    with FakeTestbed() as testbed:
         scenario = PausedHolder(ttl_ms=30_000, pause_ms=35_000)
-        first, second = scenario.run(bench, "fixed"), scenario.run(bench, "fixed")
+        first, second = scenario.run(testbed, "fixed"), scenario.run(testbed, "fixed")
     assert first.events == second.events
     times = {(e.actor, e.kind): e.t_ms for e in first.events}
     assert times["A", Kind.ACQUIRED] == 0
@@ -352,27 +343,27 @@ def test_virtual_clock_lands_every_run_on_the_same_milliseconds() -> None:
 def test_virtual_clock_moves_the_holders_own_deadline_too() -> None:
     from lockguide import Lock
 
-    with FakeBench() as bench, bench.running():
-        lock = Lock(bench.server().client(), "lock:ledger", ttl_ms=10_000)
+    with FakeTestbed() as testbed, testbed.running():
+        lock = Lock(testbed.server().client(), "lock:ledger", ttl_ms=10_000)
         lock.acquire(blocking=False)
         assert lock.validity_remaining_ms() > 9_000
-        bench.clock.advance_to(bench.clock.now_ms() + 20_000)
+        testbed.clock.advance_to(testbed.clock.now_ms() + 20_000)
         assert lock.validity_remaining_ms() == 0.0
 
 
-def test_client_bench_runs_on_a_given_server_and_deletes_only_its_own_keys(
+def test_client_testbed_runs_on_a_given_server_and_deletes_only_its_own_keys(
     r: redis.Redis,
 ) -> None:
     r.set("not-ours", "keep")
-    bench = ClientBench(r)
-    broken = BareDelAfterExpiry().run(bench, "broken")
-    assert not broken.verdict.safe
+    testbed = ClientTestbed(r)
+    broken = BareDelAfterExpiry().run(testbed, "broken")
+    assert not broken.outcome.safe
     assert r.keys("*") == [b"not-ours"]
     with pytest.raises(ScenarioError):
-        FailoverLosesLock().run(bench, "broken")
+        FailoverLosesLock().run(testbed, "broken")
 
 
-# -- arguments and the verdict --------------------------------------------------------------
+# -- arguments and the outcome --------------------------------------------------------------
 
 
 def test_bad_scenario_arguments_are_refused_before_anything_runs() -> None:
@@ -396,9 +387,9 @@ def test_bad_scenario_arguments_are_refused_before_anything_runs() -> None:
         SplitVote(retry_low_ms=100, retry_high_ms=100)
     with pytest.raises(BadArgument):
         SplitVote(far_ms=30, ttl_ms=100)
-    with FakeBench() as bench:
+    with FakeTestbed() as testbed:
         with pytest.raises(BadArgument):
-            PausedHolder().run(bench, "sideways")
+            PausedHolder().run(testbed, "sideways")
         with pytest.raises(BadArgumentType):
             PausedHolder().run("fakeredis", "broken")  # type: ignore[arg-type]
 
@@ -410,26 +401,26 @@ def _timeline(*events: tuple[float, str, Kind, str | None], final: str | None) -
         scenario="hand-made",
         way="broken",
         approach="",
-        bench="none",
+        testbed="none",
         events=tuple(Event(t, who, kind, "", value) for t, who, kind, value in events),
         final_value=final,
     )
 
 
-def test_verdict_flags_a_write_after_the_writers_lease_ended() -> None:
+def test_outcome_flags_a_write_after_the_writers_lease_ended() -> None:
     timeline = _timeline(
         (0, "A", Kind.ACQUIRED, None),
         (100, "A", Kind.EXPIRED, None),
         (150, "A", Kind.WRITE_ACCEPTED, "A's write"),
         final="A's write",
     )
-    verdict = timeline.verdict
-    assert not verdict.mutual_exclusion
-    assert not verdict.data_intact  # no valid write was made, yet the resource changed
-    assert "after A's lease had ended" in verdict.reasons[0]
+    outcome = timeline.outcome
+    assert not outcome.mutual_exclusion
+    assert not outcome.data_intact  # no valid write was made, yet the resource changed
+    assert "after A's lease had ended" in outcome.reasons[0]
 
 
-def test_verdict_accepts_writes_inside_the_lease_and_judges_the_final_value() -> None:
+def test_outcome_accepts_writes_inside_the_lease_and_judges_the_final_value() -> None:
     timeline = _timeline(
         (0, "A", Kind.ACQUIRED, None),
         (10, "A", Kind.WRITE_ACCEPTED, "A's write"),
@@ -438,26 +429,26 @@ def test_verdict_accepts_writes_inside_the_lease_and_judges_the_final_value() ->
         (40, "B", Kind.WRITE_REFUSED, "B's write"),
         final="A's write",
     )
-    assert timeline.verdict.safe
-    assert timeline.verdict.overlapping == ()
+    assert timeline.outcome.safe
+    assert timeline.outcome.overlapping == ()
     lost = _timeline(*[(e.t_ms, e.actor, e.kind, e.value) for e in timeline.events], final="x")
-    assert not lost.verdict.data_intact
+    assert not lost.outcome.data_intact
 
 
-def test_verdict_reports_no_progress_when_nobody_acquired() -> None:
+def test_outcome_reports_no_progress_when_nobody_acquired() -> None:
     timeline = _timeline((0, "A", Kind.NOT_ACQUIRED, None), final=None)
-    assert not timeline.verdict.progress
-    assert "nobody acquired" in timeline.verdict.summary()
+    assert not timeline.outcome.progress
+    assert "nobody acquired" in timeline.outcome.summary()
 
 
 def test_a_versioned_resource_refuses_a_write_from_a_client_that_has_not_read_it() -> None:
-    with FakeBench() as bench, bench.running():
+    with FakeTestbed() as testbed, testbed.running():
         from lockguide_lab.scenarios import Run, Way
 
-        run = Run(bench, ClockJumpOnOneNode(), Way.FIXED)
-        client = bench.server().client()
-        a = run.holder("A", run.lock(client, "lock:ledger", 1_000), [client])
-        resource = VersionedResource(bench.resource_client(), "ledger:balance")
+        run = Run(testbed, ClockJumpOnOneNode(), Way.FIXED)
+        client = testbed.server().client()
+        a = run.actor("A", run.lock(client, "lock:ledger", 1_000), [client])
+        resource = VersionedResource(testbed.resource_client(), "ledger:balance")
         with pytest.raises(BadArgument):
             a.write(resource)
         assert a.read(resource) == 0
@@ -476,8 +467,8 @@ def test_figure_titles_a_run_nobody_won_as_such() -> None:
 def test_figure_draws_one_panel_per_timeline_with_a_legend() -> None:
     from lockguide_lab.scenarios.plot import figure, png
 
-    with FakeBench() as bench:
-        broken, fixed = RestartForgetsLock().both(bench)
+    with FakeTestbed() as testbed:
+        broken, fixed = RestartForgetsLock().both(testbed)
     fig = figure(broken, fixed)
     assert len(fig.axes) == 2
     assert fig.legends

@@ -5,9 +5,10 @@ servers that the audit starts itself: it acquires, pauses, expires, sabotages
 and retries the lock through a small adapter, and watches what the servers
 hold. Nothing is read from a README.
 
-Command line::
+Command line (the console script the lab installs; ``python -m lockguide_lab.audit`` too)::
 
-    python -m lockguide_lab.audit MODULE:FACTORY [--backend real|fake] [--json]
+    lockguide-audit MODULE:FACTORY [--backend real|fake] [--json]
+    lockguide-audit --list
 
 Python::
 

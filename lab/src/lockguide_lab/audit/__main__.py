@@ -1,4 +1,8 @@
-"""``python -m lockguide_lab.audit MODULE:FACTORY``: audit a lock; exit 1 when a must-have fails."""
+"""``lockguide-audit MODULE:FACTORY`` (or ``python -m lockguide_lab.audit``): audit a lock.
+
+Exit status 1 when a must-have row fails, 2 on a usage error. The console
+script is declared in the lab's ``pyproject.toml``.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ import sys
 
 from lockguide_lab.audit.report import CHECKS
 from lockguide_lab.audit.run import BUILTIN, audit
-from lockguide_lab.audit.servers import BackendUnavailable
+from lockguide_lab.testbed.process import ServerUnavailable
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lockguide_lab.audit",
+        prog="lockguide-audit",
         description=(
             "Run the lock checklist against a lock implementation and report one row per "
             "item. Exit status 1 when a must-have row fails, 2 on a usage error."
@@ -28,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=("real", "fake"),
         default="real",
         help="real: start redis-server processes on free loopback ports (default); "
-        "fake: fakeredis, where proxy/process checks are reported as not run",
+        "fake: fakeredis, where the link and process checks are reported as not run",
     )
     parser.add_argument("--masters", type=int, default=5, help="independent servers (default 5)")
     parser.add_argument(
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--masters must be at least 1")
     try:
         report = audit(args.target, backend=args.backend, masters=args.masters, checks=args.check)
-    except BackendUnavailable as error:
+    except ServerUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (ImportError, AttributeError, ValueError, TypeError) as error:

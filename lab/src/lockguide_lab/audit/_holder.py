@@ -13,8 +13,8 @@ import json
 import sys
 import time
 
-from lockguide_lab.audit.lab import describe_call, resolve_factory
 from lockguide_lab.audit.servers import server_at
+from lockguide_lab.audit.session import describe_call, resolve_factory
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ A factory is any callable ``factory(servers) -> Adapter``. It creates the
 library's own Redis client(s) with :meth:`Server.connect` (a single-instance
 lock uses ``servers[0]``; a Redlock-style lock uses every server) and returns
 an object with the attributes and methods of :class:`Adapter`. On the command
-line it is named ``MODULE:FACTORY``, the way ``python -m lockguide_lab.audit``
+line it is named ``MODULE:FACTORY``, the way ``lockguide-audit``
 finds it.
 """
 
@@ -56,7 +56,7 @@ class Server:
         connect: makes a new client for this server; keyword arguments are
             passed on (``decode_responses=True`` and the like).
         address: ``(host, port)`` of a real server on loopback, or ``None``
-            for an in-process fakeredis server. Checks that need a TCP proxy
+            for an in-process fakeredis server. Checks that need a TCP link
             or a second process only run when every server has an address.
     """
 

@@ -19,7 +19,7 @@ class Status(enum.StrEnum):
     WARN = "warn"
     #: Does not apply to this lock (e.g. Redlock rows for a single instance).
     NA = "n/a"
-    #: Could not run on this backend (it needs a real server, a proxy, a process).
+    #: Could not run on this backend (it needs a real server, a link, a process).
     NOT_RUN = "not run"
     #: The check itself broke (the adapter raised something unexpected).
     ERROR = "error"

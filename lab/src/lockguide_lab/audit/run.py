@@ -8,9 +8,9 @@ from typing import Literal
 
 from lockguide_lab.audit.adapter import AdapterFactory, Server
 from lockguide_lab.audit.checks import run_check
-from lockguide_lab.audit.lab import Lab, resolve_factory
 from lockguide_lab.audit.report import CHECKS, Report, Row, Status
 from lockguide_lab.audit.servers import fake_servers, real_servers
+from lockguide_lab.audit.session import AuditSession, resolve_factory
 
 __all__ = ["BUILTIN", "audit", "audit_on", "resolve"]
 
@@ -60,13 +60,13 @@ def audit_on(
     """
     wanted = set(checks) if checks is not None else None
     factory, spec = resolve(target)
-    lab = Lab(factory, servers, factory_spec=spec)
+    session = AuditSession(factory, servers, factory_spec=spec)
     try:
-        lab.flush()
-        probe = lab.adapter()
+        session.flush()
+        probe = session.adapter()
         name, version = probe.name, probe.version
         multi = probe.multi_master
-        lab.cleanup()
+        session.cleanup()
         rows: list[Row] = []
         for check in CHECKS:
             if wanted is not None and check.id not in wanted:
@@ -82,9 +82,9 @@ def audit_on(
                     )
                 )
                 continue
-            rows.append(run_check(lab, check.id))
+            rows.append(run_check(session, check.id))
     finally:
-        lab.close()
+        session.close()
     return Report(
         adapter=spec or repr(target),
         name=name,
@@ -122,7 +122,7 @@ def audit(
             the factory itself.
         backend: ``"real"`` starts ``masters`` redis-server processes on free
             loopback ports; ``"fake"`` uses fakeredis, where the rows that need
-            a proxy or a second process are reported as not run.
+            a link or a second process are reported as not run.
         masters: how many independent servers (a Redlock uses them all).
         checks: only these check ids (default: the whole checklist).
     """

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIN_BITS", "ValueVerdict", "judge_values"]
+__all__ = ["MIN_BITS", "ValueJudgement", "judge_values"]
 
 #: The floor for "enough entropy". A uuid4 carries 122 random bits and passes;
 #: the Redis documentation suggests 20 bytes (160 bits), which passes easily.
@@ -55,7 +55,7 @@ _UUID_PLAIN = re.compile(r"[0-9a-fA-F]{32}")
 
 
 @dataclass(frozen=True)
-class ValueVerdict:
+class ValueJudgement:
     """What the heuristics found in a sample of values."""
 
     ok: bool
@@ -107,7 +107,7 @@ def _uuid1(value: str) -> bool:
     return False
 
 
-def judge_values(raw: Sequence[bytes]) -> ValueVerdict:
+def judge_values(raw: Sequence[bytes]) -> ValueJudgement:
     """Judge lock values observed on the server across several acquisitions."""
     values = [v.decode("latin-1") for v in raw]
     n = len(values)
@@ -115,16 +115,16 @@ def judge_values(raw: Sequence[bytes]) -> ValueVerdict:
         raise ValueError("need at least two observed values")
     shortest = min(len(v) for v in values)
     if len(set(values)) < n:
-        return ValueVerdict(False, "a value repeated across acquisitions", 0.0, "", shortest, n)
+        return ValueJudgement(False, "a value repeated across acquisitions", 0.0, "", shortest, n)
     if all(_uuid1(v) for v in values):
-        return ValueVerdict(
+        return ValueJudgement(
             False, "uuid1: built from a timestamp and the MAC address", 0.0, "hex", shortest, n
         )
     prefix = _common_prefix(values)
     suffix = _common_suffix([v[prefix:] for v in values])
     varying = [v[prefix : len(v) - suffix] for v in values]
     if all(part.isdigit() for part in varying):
-        return ValueVerdict(
+        return ValueJudgement(
             False,
             "only a number changes between values (a counter or a timestamp)",
             0.0,
@@ -145,7 +145,7 @@ def judge_values(raw: Sequence[bytes]) -> ValueVerdict:
     length = min(len(part) for part in stripped)
     bits = length * math.log2(size)
     if bits < MIN_BITS:
-        return ValueVerdict(
+        return ValueJudgement(
             False,
             f"room for at most {bits:.0f} bits ({length} {name} characters vary); below {MIN_BITS}",
             bits,
@@ -153,4 +153,4 @@ def judge_values(raw: Sequence[bytes]) -> ValueVerdict:
             shortest,
             n,
         )
-    return ValueVerdict(True, None, bits, name, shortest, n)
+    return ValueJudgement(True, None, bits, name, shortest, n)

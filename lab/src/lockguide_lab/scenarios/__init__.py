@@ -2,46 +2,38 @@
 
 Each scenario is a short script with two ways to run it: ``broken`` (the code
 most projects have) and ``fixed`` (the guide's fix). A run records what
-happened, time-stamped, and a verdict read from the events and from the
+happened, time-stamped, and an outcome read from the events and from the
 protected resource at the end::
 
-    from lockguide_lab.scenarios import FakeBench, PausedHolder
+    from lockguide_lab.scenarios import FakeTestbed, PausedHolder
 
-    with FakeBench() as bench:  # in-process servers, virtual clock
-        broken, fixed = PausedHolder(ttl_ms=30_000, pause_ms=35_000).both(bench)
-    print(broken.verdict.summary())  # mutual exclusion BROKEN; data LOST; ...
-    print(fixed.table())             # every event, then the verdict
+    with FakeTestbed() as testbed:  # in-process servers, virtual clock
+        broken, fixed = PausedHolder(ttl_ms=30_000, pause_ms=35_000).both(testbed)
+    print(broken.outcome.summary())  # mutual exclusion BROKEN; data LOST; ...
+    print(fixed.table())             # every event, then the outcome
 
-:class:`FakeBench` needs no server (fakeredis, virtual time); :class:`RealBench`
-runs the same scripts against ``redis-server`` processes it starts. The
+Where they run is the :mod:`~lockguide_lab.testbed` (re-exported here):
+:class:`FakeTestbed` needs no server (fakeredis, virtual time);
+:class:`RealTestbed` runs the same scripts against ``redis-server`` processes
+it starts; :class:`ClientTestbed` uses a server you already run. The
 timelines draw themselves with :func:`lockguide_lab.scenarios.plot.figure`
-(matplotlib, a development dependency).
+(matplotlib).
 """
 
-from lockguide_lab.scenarios.bench import (
-    Bench,
-    ClientBench,
-    FailoverPair,
-    FakeBench,
-    RealBench,
-    ServerHandle,
-)
-from lockguide_lab.scenarios.clock import Clock, RealClock, VirtualClock
-from lockguide_lab.scenarios.core import (
-    BareDelLock,
-    FencedResource,
-    Holder,
-    PlainResource,
-    Resource,
-    Run,
-    Scenario,
-    VersionedResource,
-    Way,
-)
+from lockguide_lab.scenarios.actor import Actor
 from lockguide_lab.scenarios.failover import FailoverLosesLock, RestartForgetsLock
 from lockguide_lab.scenarios.lease import BareDelAfterExpiry, PausedHolder, WorkOutlastsTtl
+from lockguide_lab.scenarios.locks import BareDelLock
 from lockguide_lab.scenarios.redlock import ClockJumpOnOneNode, RedlockRestartForgetsLock, SplitVote
-from lockguide_lab.scenarios.timeline import Event, Interval, Kind, Timeline, Verdict
+from lockguide_lab.scenarios.resources import (
+    FencedResource,
+    PlainResource,
+    Resource,
+    VersionedResource,
+)
+from lockguide_lab.scenarios.run import Run, Scenario, Way
+from lockguide_lab.scenarios.timeline import Event, Interval, Kind, Outcome, Timeline
+from lockguide_lab.testbed import ClientTestbed, FakeTestbed, RealTestbed, Testbed
 
 #: Every scenario, in the order the guide tells them.
 SCENARIOS: tuple[type[Scenario], ...] = (
@@ -57,35 +49,30 @@ SCENARIOS: tuple[type[Scenario], ...] = (
 
 __all__ = [
     "SCENARIOS",
+    "Actor",
     "BareDelAfterExpiry",
     "BareDelLock",
-    "Bench",
-    "ClientBench",
-    "Clock",
+    "ClientTestbed",
     "ClockJumpOnOneNode",
     "Event",
     "FailoverLosesLock",
-    "FailoverPair",
-    "FakeBench",
+    "FakeTestbed",
     "FencedResource",
-    "Holder",
     "Interval",
     "Kind",
+    "Outcome",
     "PausedHolder",
     "PlainResource",
-    "RealBench",
-    "RealClock",
+    "RealTestbed",
     "RedlockRestartForgetsLock",
     "Resource",
     "RestartForgetsLock",
     "Run",
     "Scenario",
-    "ServerHandle",
     "SplitVote",
+    "Testbed",
     "Timeline",
-    "Verdict",
     "VersionedResource",
-    "VirtualClock",
     "Way",
     "WorkOutlastsTtl",
 ]

@@ -1,20 +1,21 @@
 """Redis itself loses the key: a failover to a replica that lagged, a restart that forgot.
 
-On a :class:`~lockguide_lab.scenarios.RealBench` both run against real
+On a :class:`~lockguide_lab.testbed.RealTestbed` both run against real
 ``redis-server`` processes: a primary and a replica joined with ``REPLICAOF``
 whose link is cut before A's write reaches it, and a server killed with
-``SIGKILL`` and started again. On a :class:`~lockguide_lab.scenarios.FakeBench` the
-same scripts run against fakeredis models of those events (see the bench).
+``SIGKILL`` and started again. On a :class:`~lockguide_lab.testbed.FakeTestbed` the
+same scripts run against fakeredis models of those events (see :mod:`lockguide_lab.testbed.fake`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockguide import _validate
 from lockguide.errors import BadArgument
-from lockguide_lab.scenarios.core import PlainResource, Resource, Run, Scenario, Way
+from lockguide_lab.scenarios import settings
 from lockguide_lab.scenarios.lease import KEY, RESOURCE, b_tries_while_a_works, fenced_if_fixed
+from lockguide_lab.scenarios.resources import PlainResource, Resource
+from lockguide_lab.scenarios.run import Run, Scenario, Way
 
 __all__ = ["FailoverLosesLock", "RestartForgetsLock"]
 
@@ -52,17 +53,17 @@ class FailoverLosesLock(Scenario):
     earlier_grants: int = 33
 
     def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
+        settings.ttl_ms(self.ttl_ms)
         if isinstance(self.earlier_grants, bool) or not isinstance(self.earlier_grants, int):
             raise BadArgument(f"earlier_grants must be an int, got {self.earlier_grants!r}")
         if self.earlier_grants < 0:
             raise BadArgument(f"earlier_grants must be >= 0, got {self.earlier_grants}")
 
     def script(self, run: Run, way: Way) -> Resource:
-        pair = run.bench.failover_pair()
+        pair = run.testbed.failover_pair()
         a, b, resource = fenced_if_fixed(run, way, pair.client, self.ttl_ms)
         if self.earlier_grants:
-            a.servers[0].set(run.bench.key(KEY) + ":fence", self.earlier_grants)
+            a.servers[0].set(run.testbed.key(KEY) + ":fence", self.earlier_grants)
         pair.sync()
         run.server_event("the replica has every write so far")
         pair.lag()
@@ -96,15 +97,15 @@ class RestartForgetsLock(Scenario):
     ttl_ms: int = 10_000
 
     def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
+        settings.ttl_ms(self.ttl_ms)
 
     def script(self, run: Run, way: Way) -> Resource:
         persistent = way is Way.FIXED
-        server = run.bench.server(persistent=persistent)
-        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
+        server = run.testbed.server(persistent=persistent)
+        resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
         clients = {name: server.client() for name in "AB"}
         a, b = (
-            run.holder(name, run.lock(client, run.bench.key(KEY), self.ttl_ms), [client])
+            run.actor(name, run.lock(client, run.testbed.key(KEY), self.ttl_ms), [client])
             for name, client in clients.items()
         )
         a.acquire()

@@ -1,7 +1,7 @@
 """The holder outlives its lease: a pause, a bare ``DEL`` after it, work slower than the TTL.
 
 All three run against one Redis server and a resource on another. The first
-two script their time and run in virtual time on a :class:`FakeBench` (a
+two script their time and run in virtual time on a :class:`~lockguide_lab.testbed.FakeTestbed` (a
 35-second pause costs nothing); the third needs a renewal thread to run, so it
 always runs in real time with short TTLs.
 """
@@ -13,19 +13,17 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide import _validate
 from lockguide.errors import BadArgument
-from lockguide_lab.scenarios.core import (
-    BareDelLock,
+from lockguide_lab.scenarios import settings
+from lockguide_lab.scenarios.actor import Actor
+from lockguide_lab.scenarios.locks import BareDelLock
+from lockguide_lab.scenarios.resources import (
     FencedResource,
-    Holder,
     PlainResource,
     Resource,
-    Run,
-    Scenario,
     VersionedResource,
-    Way,
 )
+from lockguide_lab.scenarios.run import Run, Scenario, Way
 
 __all__ = ["BareDelAfterExpiry", "PausedHolder", "WorkOutlastsTtl"]
 
@@ -34,9 +32,7 @@ RESOURCE = "ledger:balance"
 
 
 def _ms(value: object, name: str) -> float:
-    checked = _validate.check_duration_ms(value, name)
-    assert checked is not None
-    return checked
+    return settings.duration_ms(value, name)
 
 
 def _arrival(ttl_ms: float, pause_ms: float) -> float:
@@ -59,21 +55,21 @@ def _step(ttl_ms: float, pause_ms: float) -> float:
 
 def fenced_if_fixed(
     run: Run, way: Way, connect: Callable[[], redis.Redis], ttl_ms: int
-) -> tuple[Holder, Holder, Resource]:
+) -> tuple[Actor, Actor, Resource]:
     """Clients A and B, each on a client from ``connect``, and the resource they write.
 
     Broken: a :class:`~lockguide.Lock` and a resource that accepts every
     write. Fixed: a :class:`~lockguide.FencedLock` and a resource that checks
     its token. Nothing else differs between the two ways.
     """
-    client = run.bench.resource_client()
+    client = run.testbed.resource_client()
     resource: Resource
     if way is Way.BROKEN:
-        make, resource = run.lock, PlainResource(client, run.bench.key(RESOURCE))
+        make, resource = run.lock, PlainResource(client, run.testbed.key(RESOURCE))
     else:
-        make, resource = run.fenced_lock, FencedResource(client, run.bench.key(RESOURCE))
+        make, resource = run.fenced_lock, FencedResource(client, run.testbed.key(RESOURCE))
     a, b = (
-        run.holder(name, make(c, run.bench.key(KEY), ttl_ms), [c])
+        run.actor(name, make(c, run.testbed.key(KEY), ttl_ms), [c])
         for name, c in ((name, connect()) for name in "AB")
     )
     return a, b, resource
@@ -81,8 +77,8 @@ def fenced_if_fixed(
 
 def b_tries_while_a_works(
     run: Run,
-    a: Holder,
-    b: Holder,
+    a: Actor,
+    b: Actor,
     resource: Resource,
     *,
     then: Callable[[], None] | None = None,
@@ -96,7 +92,7 @@ def b_tries_while_a_works(
     client reads the versioned resource right after acquiring.
     """
 
-    def acquire_and_write(holder: Holder) -> bool:
+    def acquire_and_write(holder: Actor) -> bool:
         if not holder.acquire():
             return False
         if reads is not None:
@@ -119,7 +115,7 @@ def b_tries_while_a_works(
     return resource
 
 
-def _finish(run: Run, resource: Resource, *waiting: Holder) -> None:
+def _finish(run: Run, resource: Resource, *waiting: Actor) -> None:
     """Clients that were refused try again once the others are done; all release."""
     for holder in waiting:
         if holder.value is None and not holder.wrote and holder.acquire():
@@ -136,7 +132,7 @@ class _PauseScenario(Scenario):
     pause_ms: float = 300
 
     def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
+        settings.ttl_ms(self.ttl_ms)
         _ms(self.pause_ms, "pause_ms")
 
     @property
@@ -169,7 +165,7 @@ class PausedHolder(_PauseScenario):
     fixed = "FencedLock; the resource checks the fencing token"
 
     def script(self, run: Run, way: Way) -> Resource:
-        a, b, resource = fenced_if_fixed(run, way, run.bench.server().client, self.ttl_ms)
+        a, b, resource = fenced_if_fixed(run, way, run.testbed.server().client, self.ttl_ms)
         a.acquire()
         a.pause("a stop-the-world garbage collection, before its write")
         run.at(_arrival(self.ttl_ms, self.pause_ms))
@@ -210,17 +206,17 @@ class BareDelAfterExpiry(_PauseScenario):
     fixed = "Lock, released by compare-and-delete"
 
     def script(self, run: Run, way: Way) -> Resource:
-        server = run.bench.server()
-        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
+        server = run.testbed.server()
+        resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
         holders = []
         for name in "ABC":
             client = server.client()
             lock = (
-                BareDelLock(client, run.bench.key(KEY), self.ttl_ms)
+                BareDelLock(client, run.testbed.key(KEY), self.ttl_ms)
                 if way is Way.BROKEN
-                else run.lock(client, run.bench.key(KEY), self.ttl_ms)
+                else run.lock(client, run.testbed.key(KEY), self.ttl_ms)
             )
-            holders.append(run.holder(name, lock, [client]))
+            holders.append(run.actor(name, lock, [client]))
         a, b, c = holders
         a.acquire()
         a.pause("a stop-the-world garbage collection")
@@ -256,7 +252,7 @@ class WorkOutlastsTtl(Scenario):
     runs out, B gets in, and in the fixed run only the fencing token refuses A's
     write. That is why the guide says *renew, and still fence*.
 
-    This scenario always runs in real time, on either bench: the watchdog is a
+    This scenario always runs in real time, on any testbed: the watchdog is a
     thread, and a thread only runs while real time passes.
 
     Args:
@@ -277,7 +273,7 @@ class WorkOutlastsTtl(Scenario):
     stall_ms: float = 0
 
     def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
+        settings.ttl_ms(self.ttl_ms)
         _ms(self.work_ms, "work_ms")
         _ms(self.stall_ms, "stall_ms")
         if not 0 < _ms(self.renew_every_ms, "renew_every_ms") < self.ttl_ms:
@@ -287,7 +283,7 @@ class WorkOutlastsTtl(Scenario):
             )
 
     def script(self, run: Run, way: Way) -> Resource:
-        a, b, resource = fenced_if_fixed(run, way, run.bench.server().client, self.ttl_ms)
+        a, b, resource = fenced_if_fixed(run, way, run.testbed.server().client, self.ttl_ms)
         a.acquire()
         if way is Way.FIXED:
             a.renew(self.renew_every_ms)

@@ -144,14 +144,14 @@ def draw(ax: Axes, timeline: Timeline, *, scale: float | None = None) -> None:
         elif event.kind is Kind.RELEASED_OTHERS:
             ax.plot(t, y, "v", color=STALE, markersize=9, zorder=5)
 
-    verdict = timeline.verdict
-    ok = verdict.safe and verdict.progress
-    if not verdict.progress:
-        outcome = "nobody acquired the lock"
+    outcome = timeline.outcome
+    ok = outcome.safe and outcome.progress
+    if not outcome.progress:
+        title = "nobody acquired the lock"
     else:
-        outcome = "mutual exclusion held, data intact" if ok else _bad(verdict.mutual_exclusion)
+        title = "mutual exclusion held, data intact" if ok else _bad(outcome.mutual_exclusion)
     ax.set_title(
-        f"{timeline.way}: {timeline.approach}\n" + outcome,
+        f"{timeline.way}: {timeline.approach}\n" + title,
         loc="left",
         fontsize=10,
         color="#1d6b34" if ok else "#a32121",

@@ -1,7 +1,7 @@
 """Redlock's own failures: a clock jump on one master, a master that restarts empty, a split vote.
 
 All three run a real :class:`~lockguide.Redlock` against five independent
-servers from the bench. In the first two, client A reaches only masters 1-3
+servers from the testbed. In the first two, client A reaches only masters 1-3
 and client B only masters 3-5 (a partition, as in Kleppmann's example), so
 each majority leans on master 3, and what happens to master 3 decides
 everything. The third is about liveness, not safety: contenders that retry in
@@ -20,28 +20,22 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide import _validate
 from lockguide.errors import BadArgument
 from lockguide.redlock import Redlock
 from lockguide_lab.errors import ScenarioError
-from lockguide_lab.scenarios.bench import ServerHandle
-from lockguide_lab.scenarios.core import (
-    Holder,
-    PlainResource,
-    Resource,
-    Run,
-    Scenario,
-    VersionedResource,
-    Way,
-)
+from lockguide_lab.scenarios import settings
+from lockguide_lab.scenarios.actor import Actor
 from lockguide_lab.scenarios.lease import KEY, RESOURCE, _ms, b_tries_while_a_works
+from lockguide_lab.scenarios.resources import PlainResource, Resource, VersionedResource
+from lockguide_lab.scenarios.run import Run, Scenario, Way
+from lockguide_lab.testbed.base import LockServer
 
 __all__ = ["ClockJumpOnOneNode", "RedlockRestartForgetsLock", "SplitVote"]
 
 MASTERS = 5
 
 
-def _partitioned(run: Run, nodes: list[ServerHandle], ttl_ms: int) -> tuple[Holder, Holder]:
+def _partitioned(run: Run, nodes: list[LockServer], ttl_ms: int) -> tuple[Actor, Actor]:
     """A reaches masters 1-3 and B masters 3-5; the others time out for each of them.
 
     Each holder's lease is judged on all five servers (a majority must hold
@@ -52,11 +46,11 @@ def _partitioned(run: Run, nodes: list[ServerHandle], ttl_ms: int) -> tuple[Hold
     holders = []
     for name, reach in views.items():
         masters = [
-            node.client() if i in reach else run.bench.unreachable_client()
+            node.client() if i in reach else run.testbed.unreachable_client()
             for i, node in enumerate(nodes)
         ]
-        lock = run.redlock(masters, run.bench.key(KEY), ttl_ms)
-        holders.append(run.holder(name, lock, admin))
+        lock = run.redlock(masters, run.testbed.key(KEY), ttl_ms)
+        holders.append(run.actor(name, lock, admin))
     return holders[0], holders[1]
 
 
@@ -96,15 +90,17 @@ class ClockJumpOnOneNode(Scenario):
     jump_ms: float = 20_000
 
     def __post_init__(self) -> None:
-        _validate.check_ttl_ms(self.ttl_ms)
+        settings.ttl_ms(self.ttl_ms)
         if not _ms(self.jump_ms, "jump_ms") > 0:
             raise BadArgument(f"jump_ms must be > 0, got {self.jump_ms!r}")
 
     def script(self, run: Run, way: Way) -> Resource:
-        nodes = run.bench.servers(MASTERS)
-        client = run.bench.resource_client()
-        versioned = VersionedResource(client, run.bench.key(RESOURCE))
-        resource = versioned if way is Way.FIXED else PlainResource(client, run.bench.key(RESOURCE))
+        nodes = run.testbed.servers(MASTERS)
+        client = run.testbed.resource_client()
+        versioned = VersionedResource(client, run.testbed.key(RESOURCE))
+        resource = (
+            versioned if way is Way.FIXED else PlainResource(client, run.testbed.key(RESOURCE))
+        )
         a, b = _partitioned(run, nodes, self.ttl_ms)
         if a.acquire() and way is Way.FIXED:
             a.read(versioned)
@@ -145,7 +141,7 @@ class RedlockRestartForgetsLock(Scenario):
     restart_delay_ms: float = 0
 
     def __post_init__(self) -> None:
-        ttl = _validate.check_ttl_ms(self.ttl_ms)
+        ttl = settings.ttl_ms(self.ttl_ms)
         delay = _ms(self.restart_delay_ms, "restart_delay_ms")
         if delay and delay <= ttl:
             raise BadArgument(
@@ -162,8 +158,8 @@ class RedlockRestartForgetsLock(Scenario):
                 f"Redlock; a crashed master stays down {self.restart_delay_ms:g} ms "
                 "(longer than the TTL)"
             )
-        nodes = run.bench.servers(MASTERS, persistent=persistent)
-        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
+        nodes = run.testbed.servers(MASTERS, persistent=persistent)
+        resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
         a, b = _partitioned(run, nodes, self.ttl_ms)
         a.acquire()
         run.at(10)
@@ -232,7 +228,7 @@ class SplitVote(Scenario):
       Each client writes once under the lock.
 
     Safety is not at stake here: no two clients ever hold the lock at once.
-    What fails is progress. This scenario runs in real time on either bench
+    What fails is progress. This scenario runs in real time on any testbed
     (the clients are threads, and the network delays are real), so its
     timings vary from run to run; its outcome does not, as long as thread
     scheduling jitter stays well below ``far_ms``.
@@ -282,7 +278,7 @@ class SplitVote(Scenario):
             raise BadArgument(f"retry_low_ms must be below retry_high_ms, got {low!r} and {high!r}")
         if not _ms(self.window_ms, "window_ms") > 0:
             raise BadArgument(f"window_ms must be > 0, got {self.window_ms!r}")
-        ttl = _validate.check_ttl_ms(self.ttl_ms)
+        ttl = settings.ttl_ms(self.ttl_ms)
         if ttl <= 10 * self.far_ms:
             raise BadArgument(
                 f"ttl_ms ({ttl}) must be more than ten times far_ms ({self.far_ms!r}): "
@@ -290,10 +286,10 @@ class SplitVote(Scenario):
             )
 
     def script(self, run: Run, way: Way) -> Resource:
-        nodes = run.bench.servers(MASTERS)
+        nodes = run.testbed.servers(MASTERS)
         admin = [node.client() for node in nodes]
-        resource = PlainResource(run.bench.resource_client(), run.bench.key(RESOURCE))
-        holders: list[tuple[Holder, Redlock]] = []
+        resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
+        holders: list[tuple[Actor, Redlock]] = []
         for c in range(self.contenders):
             masters: list[redis.Redis] = [
                 node.link(0 if i % self.contenders == c else self.far_ms)
@@ -301,19 +297,19 @@ class SplitVote(Scenario):
             ]
             lock = run.redlock(
                 masters,
-                run.bench.key(KEY),
+                run.testbed.key(KEY),
                 self.ttl_ms,
                 node_timeout_ms=5 * self.far_ms,
                 retry_delay_ms=(self.retry_low_ms, self.retry_high_ms),
                 rng=_Midpoint() if way is Way.BROKEN else None,
             )
-            holders.append((run.holder("ABCDE"[c], lock, admin), lock))
+            holders.append((run.actor("ABCDE"[c], lock, admin), lock))
 
         # The run starts when every client is ready, connections open: not part of the story.
         start = threading.Barrier(len(holders), action=run.begin)
         failures: list[BaseException] = []
 
-        def contend(holder: Holder, lock: Redlock) -> None:
+        def contend(holder: Actor, lock: Redlock) -> None:
             try:
                 _warm_up(lock)
                 start.wait()

@@ -1,8 +1,8 @@
-"""What a scenario run recorded: time-stamped events, and the verdict read from them.
+"""What a scenario run recorded: time-stamped events, and the outcome read from them.
 
 A timeline is the whole story of one run, in the order a reader would tell it:
 who acquired the lock, who paused, when each lease really ended on the server,
-which writes the resource accepted or refused, who released what. The verdict
+which writes the resource accepted or refused, who released what. The outcome
 is computed from those events and from what the resource holds at the end, never
 typed in by the scenario:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["Event", "Interval", "Kind", "Timeline", "Verdict"]
+__all__ = ["Event", "Interval", "Kind", "Outcome", "Timeline"]
 
 
 class Kind(StrEnum):
@@ -57,7 +57,7 @@ class Event:
     """One thing that happened, ``t_ms`` milliseconds after the run started.
 
     Attributes:
-        t_ms: time since the start of the run, on the bench's clock.
+        t_ms: time since the start of the run, on the testbed's clock.
         actor: the client (``"A"``, ``"B"``, ...) or ``"redis"`` for what the
             servers did (a crash, a promotion, a restart).
         kind: what happened.
@@ -98,7 +98,7 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Outcome:
     """What a run proved.
 
     Attributes:
@@ -124,7 +124,7 @@ class Verdict:
         return self.mutual_exclusion and self.data_intact
 
     def summary(self) -> str:
-        """The verdict in one line."""
+        """The outcome in one line."""
         parts = [
             "mutual exclusion " + ("held" if self.mutual_exclusion else "BROKEN"),
             "data " + ("intact" if self.data_intact else "LOST"),
@@ -141,13 +141,13 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Timeline:
-    """The events of one run of one scenario, and the verdict they add up to.
+    """The events of one run of one scenario, and the outcome they add up to.
 
     Attributes:
         scenario: the scenario's title.
         way: ``"broken"`` (as most code does it) or ``"fixed"`` (the guide's fix).
         approach: the code under test in a few words (``"Lock, unfenced writes"``).
-        bench: where it ran and on which clock.
+        testbed: where it ran and on which clock.
         events: everything that happened, in time order.
         final_value: what the resource held at the end.
         parameters: the scenario's settings (TTL, pause, ...), for the record.
@@ -156,7 +156,7 @@ class Timeline:
     scenario: str
     way: str
     approach: str
-    bench: str
+    testbed: str
     events: tuple[Event, ...]
     final_value: str | None
     parameters: dict[str, float] = field(default_factory=dict)
@@ -211,7 +211,7 @@ class Timeline:
         return sorted(spans, key=lambda s: s.start_ms)
 
     @property
-    def verdict(self) -> Verdict:
+    def outcome(self) -> Outcome:
         """Mutual exclusion, data, progress and overlap, read from the events."""
         leases = self.leases()
         reasons = []
@@ -239,7 +239,7 @@ class Timeline:
         overlapping = [
             s.actor for s in beliefs if any(o.actor != s.actor and o.overlaps(s) for o in beliefs)
         ]
-        return Verdict(
+        return Outcome(
             mutual_exclusion=exclusion,
             data_intact=intact,
             progress=any(e.kind is Kind.ACQUIRED for e in self.events),
@@ -248,17 +248,17 @@ class Timeline:
         )
 
     def table(self) -> str:
-        """The events as aligned text, then the verdict."""
+        """The events as aligned text, then the outcome."""
         seconds = self.end_ms >= 10_000
         unit = "s" if seconds else "ms"
-        lines = [f"{self.scenario}: {self.way} ({self.approach}; {self.bench})"]
+        lines = [f"{self.scenario}: {self.way} ({self.approach}; {self.testbed})"]
         lines.append(f"{'t (' + unit + ')':>9}  who    what")
         for event in self.events:
             t = f"{event.t_ms / 1000:.3f}" if seconds else f"{event.t_ms:.0f}"
             lines.append(f"{t:>9}  {event.actor:<5}  {event.describe()}")
         lines.append(f"resource ends with: {self.final_value!r}")
-        lines.append("verdict: " + self.verdict.summary())
-        lines.extend(f"  - {reason}" for reason in self.verdict.reasons)
+        lines.append("outcome: " + self.outcome.summary())
+        lines.extend(f"  - {reason}" for reason in self.outcome.reasons)
         return "\n".join(lines)
 
     def __str__(self) -> str:

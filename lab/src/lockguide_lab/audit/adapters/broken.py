@@ -83,5 +83,5 @@ class BrokenAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> BrokenAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.broken:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.broken:adapter``"""
     return BrokenAdapter(servers)

@@ -27,5 +27,5 @@ class FencedAdapter(LockguideAdapter):
 
 
 def adapter(servers: Sequence[Server]) -> FencedAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.lockguide_fenced:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.lockguide_fenced:adapter``"""
     return FencedAdapter(servers)

@@ -80,5 +80,5 @@ class LockguideAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> LockguideAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.lockguide_lock:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.lockguide_lock:adapter``"""
     return LockguideAdapter(servers)

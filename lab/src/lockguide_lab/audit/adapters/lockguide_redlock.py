@@ -2,8 +2,8 @@
 
 The per-master timeout is the one setting the adapter chooses. The library's
 default, 50 ms, is sized for a LAN, where a master answers in well under a
-millisecond. The parallel-acquisition check puts a proxy in front of each
-master that holds every request for 30 ms (``PROXY_DELAY_S``): on a network
+millisecond. The parallel-acquisition check puts a link in front of each
+master that holds every request for 30 ms (``LINK_DELAY_S``): on a network
 that slow a team would raise the timeout above its round trip, and so does the
 adapter, to three delays (90 ms). The check then times the fan-out of the
 SETs, not masters that a tight timeout counted as silent. 90 ms is still under
@@ -22,10 +22,10 @@ from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS
 from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide_lab.audit.adapters import version_of
 from lockguide_lab.audit.adapters.lockguide_lock import LockguideHolder
-from lockguide_lab.audit.checks import PROXY_DELAY_S
+from lockguide_lab.audit.checks import LINK_DELAY_S
 
-#: Per-master timeout: the library's default, or three proxy delays if that is more.
-NODE_TIMEOUT_MS = max(DEFAULT_NODE_TIMEOUT_MS, 3 * PROXY_DELAY_S * 1000.0)
+#: Per-master timeout: the library's default, or three link delays if that is more.
+NODE_TIMEOUT_MS = max(DEFAULT_NODE_TIMEOUT_MS, 3 * LINK_DELAY_S * 1000.0)
 
 
 class RedlockAdapter:
@@ -53,5 +53,5 @@ class RedlockAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> RedlockAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.lockguide_redlock:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.lockguide_redlock:adapter``"""
     return RedlockAdapter(servers)

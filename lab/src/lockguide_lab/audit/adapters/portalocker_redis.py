@@ -81,5 +81,5 @@ class PortalockerAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> PortalockerAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.portalocker_redis:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.portalocker_redis:adapter``"""
     return PortalockerAdapter(servers)

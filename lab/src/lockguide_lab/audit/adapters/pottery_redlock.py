@@ -66,5 +66,5 @@ class PotteryAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> PotteryAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.pottery_redlock:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.pottery_redlock:adapter``"""
     return PotteryAdapter(servers)

@@ -63,5 +63,5 @@ class PythonRedisLockAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> PythonRedisLockAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.python_redis_lock:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.python_redis_lock:adapter``"""
     return PythonRedisLockAdapter(servers)

@@ -55,5 +55,5 @@ class RedisPyAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> RedisPyAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.redis_py:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.redis_py:adapter``"""
     return RedisPyAdapter(servers)

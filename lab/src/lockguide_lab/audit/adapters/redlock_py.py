@@ -75,5 +75,5 @@ class RedlockPyAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> RedlockPyAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.redlock_py:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.redlock_py:adapter``"""
     return RedlockPyAdapter(servers)

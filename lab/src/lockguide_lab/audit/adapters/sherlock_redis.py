@@ -74,5 +74,5 @@ class SherlockAdapter:
 
 
 def adapter(servers: Sequence[Server]) -> SherlockAdapter:
-    """``python -m lockguide_lab.audit lockguide_lab.audit.adapters.sherlock_redis:adapter``"""
+    """``lockguide-audit lockguide_lab.audit.adapters.sherlock_redis:adapter``"""
     return SherlockAdapter(servers)

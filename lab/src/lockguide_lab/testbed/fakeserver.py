@@ -1,11 +1,16 @@
-"""fakeredis servers whose keys expire on a :class:`VirtualClock` (imported lazily).
+"""In-process Redis servers (fakeredis, with Lua): the lab's one way to make them.
 
-fakeredis (2.40) sets ``Database.time`` from ``time.time()`` before every
-command and compares each key's expiry with it. The databases here take that
-stamp from the virtual clock instead, plus the server's own skew, so a
-jump of the clock (or of this one server's clock) expires keys exactly as the
-same jump of a real server's clock would. fakeredis and its internals are a
-development dependency; this module is imported only when a ``FakeBench`` is made.
+:class:`FakeServer` is fakeredis's server, optionally on a lab clock: fakeredis
+(2.40) sets ``Database.time`` from ``time.time()`` before every command and
+compares each key's expiry with it; a server made with ``clock=`` takes that
+stamp from :meth:`~lockguide_lab.testbed.clock.Clock.wall` instead, plus a skew
+of its own, so a jump of the clock (or of this one server's clock) expires keys
+exactly as the same jump of a real server's clock would. Nothing global is
+patched.
+
+:func:`delayed_client` is the in-process stand-in for a delayed
+:class:`~lockguide_lab.testbed.link.Link`: a client whose requests and replies
+each arrive late.
 """
 
 from __future__ import annotations
@@ -23,13 +28,13 @@ from fakeredis import _msgs as msgs
 from fakeredis._clients._sync import FakeRedisConnection
 from fakeredis._core._database import Database
 
-from lockguide_lab.scenarios.clock import VirtualClock
+from lockguide_lab.testbed.clock import Clock
 
-__all__ = ["ClockedFakeServer", "delayed_client"]
+__all__ = ["FakeServer", "delayed_client"]
 
 
 class _ClockedDatabase(Database):
-    def __init__(self, server: ClockedFakeServer) -> None:
+    def __init__(self, server: FakeServer) -> None:
         self._clocked_server = server
         self._stamp = 0.0
         super().__init__(server.lock)
@@ -42,11 +47,12 @@ class _ClockedDatabase(Database):
     def time(self, value: float) -> None:
         # fakeredis passes time.time(); the server's clock is the virtual one.
         server = self._clocked_server
+        assert server.clock is not None
         self._stamp = server.clock.wall() + server.skew_ms / 1000.0
 
 
 class _Databases(dict[int, Any]):
-    def __init__(self, server: ClockedFakeServer) -> None:
+    def __init__(self, server: FakeServer) -> None:
         super().__init__()
         self._server = server
 
@@ -56,15 +62,21 @@ class _Databases(dict[int, Any]):
         return db
 
 
-class ClockedFakeServer(fakeredis.FakeServer):
-    """An in-process Redis whose clock is ``clock`` plus ``skew_ms`` of its own."""
+class FakeServer(fakeredis.FakeServer):
+    """An in-process Redis with Lua; on ``clock`` plus ``skew_ms`` of its own, if given.
 
-    def __init__(self, clock: VirtualClock, label: str) -> None:
+    Without ``clock`` it keeps fakeredis's own time (``time.time()``).
+    ``connected = False`` makes every command to it fail with a connection
+    error, as a server that is down.
+    """
+
+    def __init__(self, clock: Clock | None = None, label: str = "fakeredis") -> None:
         super().__init__()
         self.clock = clock
         self.label = label
         self.skew_ms = 0.0
-        self.dbs = _Databases(self)
+        if clock is not None:
+            self.dbs = _Databases(self)
 
     def client(self, **kwargs: Any) -> fakeredis.FakeRedis:
         """A new client of this server."""
@@ -177,7 +189,7 @@ class _DelayedConnection(_FakeConnection):  # type: ignore[misc]
             super().disconnect(*args)
 
 
-def delayed_client(server: ClockedFakeServer, delay_ms: float) -> fakeredis.FakeRedis:
+def delayed_client(server: fakeredis.FakeServer, delay_ms: float) -> fakeredis.FakeRedis:
     """A client of ``server`` whose requests and replies each arrive ``delay_ms`` late."""
     connection = type("DelayedConnection", (_DelayedConnection,), {"delay_s": delay_ms / 1000.0})
     return fakeredis.FakeRedis(server=server, connection_class=connection)

@@ -1,4 +1,4 @@
-"""The bench a check runs on: servers, adapters, holders, and what the servers hold."""
+"""One audit session: its servers, the adapters and holders a check makes, what they hold."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from lockguide_lab.audit.adapter import DEFAULT, Adapter, AdapterFactory, Holder, Server, TtlSpec
-from lockguide_lab.audit.proxy import Proxy
 from lockguide_lab.audit.servers import server_at
+from lockguide_lab.testbed.link import Link
 
-__all__ = ["CheckError", "Lab", "NotRunnable", "resolve_factory"]
+__all__ = ["AuditSession", "CheckError", "NotRunnable", "resolve_factory"]
 
 
 class CheckError(RuntimeError):
@@ -48,7 +48,7 @@ class LockKey:
     pttl: int
 
 
-class Lab:
+class AuditSession:
     """One audit's servers and the adapters and holders a check creates on them."""
 
     def __init__(
@@ -64,13 +64,13 @@ class Lab:
         self.admins = [server.connect() for server in self.servers]
         self._adapters: list[Adapter] = []
         self._holders: list[Holder] = []
-        self._proxies: list[Proxy] = []
+        self._links: list[Link] = []
 
     # -- what the servers can do -------------------------------------------------------
 
     @property
     def real(self) -> bool:
-        """Every server is a real process with an address (proxies, MONITOR, CLIENT KILL)."""
+        """Every server is a real process with an address (links, processes, CLIENT KILL)."""
         return all(server.address is not None for server in self.servers)
 
     def require_real(self, what: str) -> None:
@@ -91,21 +91,22 @@ class Lab:
         self._holders.append(holder)
         return holder
 
-    def proxied(self) -> tuple[list[Proxy], list[Server]]:
-        """A proxy in front of every server, and servers that point at the proxies."""
-        self.require_real("a TCP proxy in front of each server")
-        proxies = []
+    def linked(self) -> tuple[list[Link], list[Server]]:
+        """A :class:`~lockguide_lab.testbed.link.Link` in front of every server, and
+        servers that point at the links."""
+        self.require_real("a TCP link in front of each server")
+        links = []
         servers = []
         for server in self.servers:
             assert server.address is not None
-            proxy = Proxy(server.address)
-            self._proxies.append(proxy)
-            proxies.append(proxy)
-            servers.append(server_at(f"{server.label}-via-proxy", *proxy.address))
-        return proxies, servers
+            link = Link(server.address)
+            self._links.append(link)
+            links.append(link)
+            servers.append(server_at(f"{server.label}-via-link", *link.address))
+        return links, servers
 
     def cleanup(self) -> None:
-        """Release what is still held, close adapters and proxies, empty the servers."""
+        """Release what is still held, close adapters and links, empty the servers."""
         for holder in reversed(self._holders):
             with contextlib.suppress(Exception):
                 holder.release()
@@ -114,9 +115,9 @@ class Lab:
             with contextlib.suppress(Exception):
                 adapter.close()
         self._adapters.clear()
-        for proxy in self._proxies:
-            proxy.close()
-        self._proxies.clear()
+        for link in self._links:
+            link.close()
+        self._links.clear()
         self.flush()
 
     def close(self) -> None:

@@ -1,0 +1,61 @@
+"""What every check shares: its settings, how it writes its row, how it acquires."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lockguide_lab.audit.adapter import Holder
+from lockguide_lab.audit.report import CHECKS_BY_ID, Row, Status
+from lockguide_lab.audit.session import AuditSession, CheckError, LockKey
+
+#: Seed used to test whether values come from Python's ``random`` module.
+SEED = 20160208
+#: Lease used by the pause check (libraries with whole-second TTLs round up).
+PAUSE_TTL_MS = 300
+#: One-way delay the links add in the parallel-acquisition check.
+LINK_DELAY_S = 0.03
+#: How long the retry check lets a blocked acquire keep trying.
+RETRY_WAIT_MS = 1000
+#: Lease used by the drift check.
+DRIFT_TTL_MS = 1000
+#: Validity the drift check leaves in the attempt that must be accepted.
+DRIFT_ROOM_MS = 100
+
+
+def row(check_id: str, status: Status, summary: str, **extra: Any) -> Row:
+    check = CHECKS_BY_ID[check_id]
+    return Row(
+        id=check.id,
+        title=check.title,
+        must=check.must,
+        status=status,
+        summary=summary,
+        details=list(extra.pop("details", [])),
+        data=dict(extra),
+    )
+
+
+def seconds(ms: float) -> str:
+    """A lease for a summary: whole seconds rounded up, or ms below a second."""
+    if ms >= 1000:
+        return f"{math.ceil(ms / 1000)} s"
+    return f"{math.ceil(ms / 100) * 100} ms"
+
+
+def acquire(session: AuditSession, holder: Holder, wait_ms: float = 0) -> list[LockKey]:
+    got, keys, _ = session.acquire_observed(holder, wait_ms)
+    if not got:
+        raise CheckError("could not acquire an uncontended lock")
+    return keys
+
+
+class NotApplicable(Exception):
+    """The check does not apply to this lock (reported as n/a)."""
+
+
+def redlock_only(session: AuditSession, check_id: str) -> None:
+    """Raise :class:`NotApplicable` unless the lock under audit uses several masters."""
+    adapter = session.adapter()
+    if not adapter.multi_master:
+        raise NotApplicable("single instance: applies to Redlock-style locks only")

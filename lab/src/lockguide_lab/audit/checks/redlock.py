@@ -1,0 +1,163 @@
+"""The Redlock-style rows: parallel acquisition, partial acquisitions released, random retry."""
+
+from __future__ import annotations
+
+from lockguide.validity import quorum
+from lockguide_lab.audit.checks.common import (
+    LINK_DELAY_S,
+    RETRY_WAIT_MS,
+    redlock_only,
+    row,
+)
+from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.session import OCCUPANT, AuditSession, CheckError
+from lockguide_lab.testbed.clock import real_now
+
+__all__ = ["check_parallel", "check_partial", "check_retry"]
+
+
+def check_parallel(session: AuditSession) -> Row:
+    redlock_only(session, "parallel")
+    links, servers = session.linked()
+    adapter = session.adapter(servers)
+    key = "audit:parallel"
+    warm = session.holder(adapter, key, 10_000)
+    if not warm.acquire(0):
+        raise CheckError("could not acquire an uncontended lock")
+    warm.release()
+    for link in links:
+        link.request_delay_s = LINK_DELAY_S
+    holder = session.holder(adapter, key, 10_000)
+    started = real_now()
+    got = holder.acquire(0)
+    elapsed = real_now() - started
+    for link in links:
+        link.request_delay_s = 0.0
+    if not got:
+        raise CheckError("could not acquire through the delaying links")
+    trips = elapsed / LINK_DELAY_S
+    n = len(servers)
+    details = [
+        f"each of {n} links delayed every request by {LINK_DELAY_S * 1000:.0f} ms; "
+        f"the acquire took {elapsed * 1000:.1f} ms = {trips:.2f} delays"
+    ]
+    if trips < 2.5:
+        return row(
+            "parallel",
+            Status.PASS,
+            f"yes: acquiring on {n} masters took about one delayed round trip",
+            details=details,
+            delays=round(trips, 2),
+        )
+    if trips >= 0.8 * n:
+        summary = "no: sequential, about one delayed round trip per master"
+    else:
+        summary = "no: slower than one round trip, though not one per master"
+    return row("parallel", Status.FAIL, summary, details=details, delays=round(trips, 2))
+
+
+def check_partial(session: AuditSession) -> Row:
+    redlock_only(session, "partial")
+    adapter = session.adapter()
+    key = "audit:partial"
+    names = session.lock_key_names(adapter, key)
+    n = len(session.servers)
+    majority = list(range(quorum(n)))
+    free = [i for i in range(n) if i not in majority]
+    session.occupy(names, majority, 10_000)
+    holder = session.holder(adapter, key, 10_000)
+    got = holder.acquire(0)
+    left = [i for i in free if any(session.admins[i].exists(name) for name in names)]
+    intact = all(session.admins[i].get(name) == OCCUPANT for i in majority for name in names)
+    details = [
+        f"{len(majority)} of {n} masters held by another owner; acquire returned {got}; "
+        f"its key left on masters {left}; the other owner's keys intact: {intact}"
+    ]
+    if got:
+        return row(
+            "partial",
+            Status.FAIL,
+            "acquired although a majority was held by someone else",
+            details=details,
+        )
+    if left:
+        return row(
+            "partial",
+            Status.FAIL,
+            f"no: after the failed attempt its key stayed on {len(left)} of the {len(free)} "
+            "free masters until the TTL",
+            details=details,
+        )
+    if not intact:
+        return row(
+            "partial",
+            Status.FAIL,
+            "the failed attempt deleted the other owner's keys",
+            details=details,
+        )
+    return row(
+        "partial",
+        Status.PASS,
+        f"yes: after a failed attempt (majority held elsewhere) nothing was left on the "
+        f"{len(free)} free masters",
+        details=details,
+    )
+
+
+def check_retry(session: AuditSession) -> Row:
+    redlock_only(session, "retry")
+    links, servers = session.linked()
+    adapter = session.adapter(servers)
+    key = "audit:retry"
+    names = session.lock_key_names(adapter, key)
+    session.occupy(names, range(len(session.servers)), 10_000)
+    seen_commands: list[tuple[bool, float]] = []
+
+    def observe(command: list[bytes], seen: float) -> None:
+        is_set = len(command) > 1 and command[0].upper() == b"SET" and command[1] in names
+        seen_commands.append((is_set, seen))
+
+    links[0].observers.append(observe)
+    holder = session.holder(adapter, key, 10_000)
+    got = holder.acquire(RETRY_WAIT_MS)
+    links[0].observers.clear()
+    if got:
+        raise CheckError("acquired although every master was held by someone else")
+    # The pause before each retry: from the attempt's previous command on this
+    # master (its SET, or the release of a failed attempt) to the next SET.
+    attempts = [t for is_set, t in seen_commands if is_set]
+    gaps = [
+        t - seen_commands[i - 1][1]
+        for i, (is_set, t) in enumerate(seen_commands)
+        if is_set and i > 0 and any(s for s, _ in seen_commands[:i])
+    ]
+    details = [
+        f"{len(attempts)} SET attempts seen by master 0 in a {RETRY_WAIT_MS} ms wait; "
+        f"pauses before each retry (ms): {[round(g * 1000) for g in gaps]}"
+    ]
+    if len(attempts) < 2:
+        return row(
+            "retry",
+            Status.FAIL,
+            f"no retry: one attempt in the {RETRY_WAIT_MS / 1000:.1f} s it was allowed",
+            details=details,
+        )
+    if len(gaps) < 2:
+        return row("retry", Status.NOT_RUN, "only two attempts: too few to judge", details=details)
+    spread = max(gaps) - min(gaps)
+    mean = sum(gaps) / len(gaps)
+    if spread >= max(0.015, 0.25 * mean):
+        return row(
+            "retry",
+            Status.PASS,
+            "yes: the delays between attempts varied",
+            details=details,
+            attempts=len(attempts),
+        )
+    return row(
+        "retry",
+        Status.FAIL,
+        f"no: a fixed pause of about {round(mean * 20) * 50} ms before every retry",
+        details=details,
+        attempts=len(attempts),
+    )

@@ -1,0 +1,264 @@
+"""A client of the lock in a scenario: it acquires, pauses, reads, writes, releases.
+
+Every action records itself in its run's timeline. The lock it uses is one
+of :mod:`~lockguide_lab.scenarios.locks`; its lease is judged on the servers
+themselves (see :meth:`Actor.owns`), not by what the lock believes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import redis
+from redis.exceptions import RedisError
+
+from lockguide.errors import BadArgumentType, LockError, MajorityLost, StaleToken
+from lockguide.fencing import FencedLock
+from lockguide.redlock import Attempt, Redlock
+from lockguide.renewal import Watchdog
+from lockguide.validity import quorum
+from lockguide_lab.scenarios.locks import (
+    Hooks,
+    LockLike,
+    RecordedFencedLock,
+    RecordedLock,
+    RecordedRedlock,
+)
+from lockguide_lab.scenarios.resources import Resource, VersionedResource
+from lockguide_lab.scenarios.timeline import Kind
+
+if TYPE_CHECKING:
+    from lockguide_lab.scenarios.run import Run
+
+__all__ = ["Actor"]
+
+
+class Actor:
+    """One client of the lock in a scenario: it acquires, pauses, writes, releases.
+
+    Every action is recorded in the run's timeline. ``servers`` are the clients
+    of the servers that hold the lock's key: one for a single-instance lock,
+    the masters for a Redlock, where the lease is held while a majority of them
+    still holds the value.
+    """
+
+    def __init__(self, run: Run, name: str, lock: LockLike, servers: Sequence[redis.Redis]):
+        self.run = run
+        self.name = name
+        self.lock = lock
+        self.servers = list(servers)
+        hooks = getattr(lock, "hooks", None)
+        self.hooks = hooks if isinstance(hooks, Hooks) else Hooks(run.now)
+        self.hooks.on_extend = self._extended
+        self.hooks.on_try = self._tried
+        self.lease_end_ms: float | None = None
+        self._value: str | None = None
+        self._token: int | None = None
+        self._writes = 0
+        self.watchdog: Watchdog | None = None
+
+    @property
+    def token(self) -> int | None:
+        """The fencing token of the current acquisition, if the lock issues one.
+
+        Kept from the moment of acquiring, as a client keeps it for its writes:
+        a watchdog that finds the lease lost makes the lock forget it, but the
+        client's code has already read it.
+        """
+        return self._token if self._value is not None else None
+
+    def owns(self) -> bool:
+        """Whether the servers still keep this client's lease from anyone else.
+
+        True while the servers that hold this client's value, together with
+        those that are down (a server that is down grants nothing to anybody),
+        are a majority: one server for a single-instance lock, three of five
+        for a Redlock.
+        """
+        if self._value is None:
+            return False
+        wanted = self._value.encode("utf-8")
+        blocking = 0
+        for client in self.servers:
+            try:
+                blocking += client.get(self.lock.key) == wanted
+            except RedisError:
+                blocking += 1
+        return blocking >= quorum(len(self.servers))
+
+    def acquire(self, *, timeout_ms: float | None = None) -> bool:
+        """Take the lock; records *acquired*, or *not acquired* with the reason.
+
+        Without ``timeout_ms``, one attempt. With it, the lock's own blocking
+        acquire, retrying as the lock does until ``timeout_ms`` (a Redlock made
+        by :meth:`Run.redlock` records every refused try as it happens).
+        """
+        self.run.begin()
+        started = self.run.now()
+        self.hooks.try_started = None
+        if timeout_ms is None:
+            got = self.lock.acquire(blocking=False)
+        else:
+            got = self.lock.acquire(blocking=True, timeout_ms=timeout_ms)
+        if self.hooks.try_started is not None:
+            started = self.hooks.try_started
+        if not got:
+            if isinstance(self.lock, RecordedRedlock) and timeout_ms is None:
+                return False  # its one try is recorded already, with its votes
+            if timeout_ms is not None:
+                self.run.record(self.name, Kind.GAVE_UP, f"no lock after {timeout_ms:.0f} ms")
+                return False
+            if isinstance(self.lock, Redlock):
+                why = "no majority: " + _votes(self.lock.last_attempt)
+            else:
+                why = "the key is held by someone else"
+            self.run.record(self.name, Kind.NOT_ACQUIRED, why)
+            return False
+        self._value = self.lock.value
+        self._token = self.lock.token if isinstance(self.lock, FencedLock) else None
+        self.lease_end_ms = started + self.lock.ttl_ms
+        detail = f"lease {self.lock.ttl_ms} ms"
+        if isinstance(self.lock, Redlock):
+            detail += " on " + _votes(self.lock.last_attempt)
+        if self.token is not None:
+            detail += f", fencing token {self.token}"
+        self.run.record(self.name, Kind.ACQUIRED, detail)
+        return True
+
+    def read(self, resource: VersionedResource) -> int:
+        """Read the resource's value and version before working on it; records *read*."""
+        self.run.settle()
+        version = resource.begin(self)
+        self.run.record(self.name, Kind.READ, f"version {version}")
+        return version
+
+    def write(self, resource: Resource) -> bool:
+        """Write ``"<name>'s write"`` (numbered after the first) to the resource."""
+        number = self._writes + 1
+        value = f"{self.name}'s write" + (f" #{number}" if number > 1 else "")
+        self.run.settle()
+        accepted, detail = resource.write(self, value)
+        self._writes = number
+        kind = Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED
+        self.run.record(self.name, kind, detail, value=value)
+        return accepted
+
+    def release(self) -> None:
+        """Release through the lock (or its watchdog); records what the release did.
+
+        Holds the run's mutex throughout, so that what the servers held before
+        and after is this release's doing, not another client's thread's.
+        """
+        with self.run.mutex:
+            self._release()
+
+    def _release(self) -> None:
+        self.run.settle()
+        self.lease_end_ms = None  # whatever happens next ends the lease; no "lost" for it
+        key = self.lock.key
+        before = [_get(client, key) for client in self.servers]
+        mine = self._value.encode("utf-8") if self._value else None
+        try:
+            if self.watchdog is not None:
+                self.watchdog.release()
+            else:
+                self.lock.release()
+        except LockError as error:
+            self._value = None
+            self.run.record(self.name, Kind.RELEASE_REFUSED, _why(error))
+            return
+        finally:
+            self.watchdog = None
+        # Only other holders' values count: with clients acting at once, a value
+        # may come and go between the two reads through its own client's doing.
+        others = {v for v in before if v is not None and v != mine and self.run.holds(v)}
+        after = [_get(client, key) for client in self.servers]
+        deleted = [b for b, a in zip(before, after, strict=True) if b in others and a != b]
+        owners = ", ".join(sorted({self.run.owner_of(v) for v in deleted}))
+        self._value = None
+        if deleted:
+            self.run.record(self.name, Kind.RELEASED_OTHERS, f"its DEL removed {owners}'s key")
+        elif mine is not None and mine in before:
+            self.run.record(self.name, Kind.RELEASED, "its own key was deleted")
+        else:
+            self.run.record(self.name, Kind.RELEASED, "the key was already gone: nothing deleted")
+
+    def pause(self, why: str = "a stop-the-world pause") -> None:
+        """From now until :meth:`resume`, nothing in this client's process runs."""
+        self.hooks.running.clear()
+        self.run.record(self.name, Kind.PAUSED, why)
+
+    def resume(self) -> None:
+        """The process runs again, from where it stopped."""
+        self.run.record(self.name, Kind.RESUMED, "carries on where it stopped")
+        self.hooks.running.set()
+
+    def renew(self, every_ms: float, max_renewals: int = 100) -> Watchdog:
+        """Start a :class:`~lockguide.Watchdog` on the held lock (its renewals are recorded)."""
+        if not isinstance(self.lock, RecordedLock | RecordedFencedLock):
+            raise BadArgumentType("renewal needs a lock made by Run.lock or Run.fenced_lock")
+        dog = Watchdog(self.lock, every_ms=every_ms, max_renewals=max_renewals)
+        dog.start()
+        self.watchdog = dog
+        return dog
+
+    def _tried(self, attempt: Attempt) -> None:
+        why = "no majority: " + _votes(attempt)
+        self.run.record(self.name, Kind.NOT_ACQUIRED, why, in_passing=True)
+
+    def _extended(self, started: float, ok: bool) -> None:
+        if ok:
+            self.lease_end_ms = started + self.lock.ttl_ms
+            detail = f"lease reset to {self.lock.ttl_ms} ms"
+            self.run.record(self.name, Kind.RENEWED, detail, in_passing=True)
+        else:
+            detail = "the key was gone or someone else's"
+            self.run.record(self.name, Kind.RENEWAL_FAILED, detail, in_passing=True)
+
+    @property
+    def wrote(self) -> bool:
+        """Whether this client has tried to write at least once."""
+        return self._writes > 0
+
+    @property
+    def value(self) -> str | None:
+        """The lock value of the current acquisition, while this client believes it holds it."""
+        return self._value
+
+
+def _get(client: redis.Redis, key: str) -> bytes | None:
+    try:
+        raw = client.get(key)
+    except RedisError:
+        return None
+    return raw if isinstance(raw, bytes) else None
+
+
+def _votes(attempt: Attempt | None) -> str:
+    """``"3 of 5 masters"``, with who refused and who did not answer."""
+    if attempt is None:
+        return "no try made"
+    total = attempt.granted + attempt.refused + attempt.failed
+    text = f"{attempt.granted} of {total} masters"
+    others = []
+    if attempt.refused:
+        others.append(f"{attempt.refused} held by others")
+    if attempt.failed:
+        others.append(f"{attempt.failed} unreachable")
+    return text + (f" ({', '.join(others)})" if others else "")
+
+
+def _why(error: LockError) -> str:
+    if isinstance(error, StaleToken):
+        return "stale token"
+    if isinstance(error, MajorityLost):
+        return (
+            f"MajorityLost: only {error.confirmed} of {error.masters} masters still held "
+            "its value; nothing of anyone else's was deleted"
+        )
+    name = type(error).__name__
+    return {
+        "LockLost": "LockLost: the key is gone or someone else's; nothing was deleted",
+        "RenewalFailed": "RenewalFailed: the watchdog had found the lease lost",
+    }.get(name, name)

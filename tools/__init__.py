@@ -1,0 +1,1 @@
+"""Repository-only code: builds and regenerates parts of the site (never installed)."""
