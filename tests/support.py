@@ -20,7 +20,6 @@ import port_for
 import pytest
 import redis
 
-from lockguide import _multiplex
 from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
 from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
 
@@ -258,51 +257,55 @@ def wait_until_postgres_accepts(port: int, timeout_s: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def record_requests(monkeypatch: pytest.MonkeyPatch, clients: list[redis.Redis]) -> list[Any]:
-    """Everything these clients connect or send, by any route: the client's own
-    ``execute_command``, new connections of its pool's class, and the commands the
-    locks send on their own connections (``lockguide._multiplex``)."""
+def record_requests(
+    monkeypatch: pytest.MonkeyPatch,
+    clients: list[redis.Redis],
+    *,
+    lose: str | None = None,
+    raising: type[BaseException] = redis.exceptions.TimeoutError,
+    refuse_once: str | None = None,
+) -> list[Any]:
+    """Everything these clients (and locks made on them afterwards) connect or send.
+
+    The client's pool gets a connection class of the test's own that records
+    each connect and each command's arguments; a lock builds its connections
+    from that class, so its requests are seen too. With ``lose``, a command
+    naming ``lose`` (a command name, or a script's SHA1) reaches Redis and runs,
+    but its reply is lost: the caller sees ``raising`` (a ``TimeoutError``, or a
+    ``KeyboardInterrupt`` for Ctrl-C while the reply is awaited). With
+    ``refuse_once``, the first command naming it on each client never leaves:
+    sending it raises ``ConnectionError`` (a server that cannot be reached).
+    Call it before making the locks.
+    """
     seen: list[Any] = []
+    refused: set[int] = set()
     for client in clients:
         base: type[Any] = client.connection_pool.connection_class
 
         class Recording(base):  # type: ignore[misc]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                seen.append("new connection")
-                super().__init__(*args, **kwargs)
+            lose_reply = False
+            server = id(client)  # this class's client (the loop variable moves on)
 
-            def connect(self) -> None:
-                seen.append("connect")
-                super().connect()
+            def connect(self, *args: Any, **kwargs: Any) -> None:
+                if not self.is_connected:
+                    seen.append("connect")
+                super().connect(*args, **kwargs)
 
-            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                seen.append(command)
-                super().send_packed_command(command, check_health)
+            def send_command(self, *args: Any, **kwargs: Any) -> None:
+                words = [str(a) for a in args]
+                if refuse_once in words and self.server not in refused:
+                    refused.add(self.server)
+                    raise redis.exceptions.ConnectionError("the server could not be reached")
+                seen.append(args)
+                self.lose_reply = lose is not None and lose in words
+                super().send_command(*args, **kwargs)
+
+            def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                reply = super().read_response(*args, **kwargs)
+                if self.lose_reply:
+                    self.lose_reply = False
+                    raise raising("the reply was lost after the command ran")
+                return reply
 
         monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
-        monkeypatch.setattr(client, "execute_command", lambda *a, **k: seen.append(a))
-    real_send = _multiplex.send_all_read_all
-
-    def recording_send(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        seen.extend(commands)
-        return real_send(nodes, commands, *args, **kwargs)
-
-    monkeypatch.setattr(_multiplex, "send_all_read_all", recording_send)
     return seen
-
-
-def lose_replies_to(monkeypatch: pytest.MonkeyPatch, marker: bytes) -> None:
-    """Commands a lock sends that contain ``marker`` reach Redis and run, but their
-    reply is lost: the caller sees ``redis.exceptions.TimeoutError`` instead."""
-    real_send = _multiplex.send_all_read_all
-
-    def reply_lost(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        replies = real_send(nodes, commands, *args, **kwargs)
-        return [
-            redis.exceptions.TimeoutError("the reply was lost after the command ran")
-            if marker in command
-            else reply
-            for command, reply in zip(commands, replies, strict=True)
-        ]
-
-    monkeypatch.setattr(_multiplex, "send_all_read_all", reply_lost)

@@ -13,12 +13,14 @@ from lockguide.errors import (
     LockError,
     LockLost,
     MajorityLost,
+    MasterError,
     NoQuorum,
     NotAcquired,
     NotOwned,
     RenewalFailed,
     StaleToken,
     VersionConflict,
+    WrongOwner,
 )
 from lockguide.fencing import FencedLock, FencedStore, SqlFencedStore, Stored, WriteResult
 from lockguide.lock import Lock
@@ -48,6 +50,7 @@ __all__ = [
     "LockError",
     "LockLost",
     "MajorityLost",
+    "MasterError",
     "NoQuorum",
     "NotAcquired",
     "NotOwned",
@@ -62,6 +65,7 @@ __all__ = [
     "VersionedValue",
     "Watchdog",
     "WriteResult",
+    "WrongOwner",
     "drift_ms",
     "judge",
     "new_lock_value",

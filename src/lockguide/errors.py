@@ -30,8 +30,8 @@ class BadArgumentType(BadArgument, TypeError):
 class NotAcquired(LockError):
     """The lock could not be acquired: somebody else holds it.
 
-    Raised by ``with lock:`` when the attempt ends without the lock, and by
-    :meth:`Lock.acquire` when ``raise_on_failure`` is true. The critical section
+    Raised by ``with lock:`` when the attempt ends without the lock
+    (:meth:`Lock.acquire` returns ``False`` instead). The critical section
     did **not** run. Retry later, give up, or raise ``timeout_ms`` if waiting
     longer is acceptable.
     """
@@ -57,6 +57,25 @@ class NotOwned(LockError):
         super().__init__(
             f"cannot {action} lock {key!r}: this Lock object does not hold it "
             "(never acquired, or already released). Check the acquire/release pairing."
+        )
+
+
+class WrongOwner(NotOwned):
+    """Another thread than the one that acquired the lock tried to release or extend it.
+
+    A lock object belongs to the thread that acquired it (and to the renewal
+    watchdog started on it). Sharing one object between threads would let any
+    of them delete the holder's key while the holder still works. Give each
+    thread its own lock object; nothing was sent.
+    """
+
+    def __init__(self, key: str, action: str) -> None:
+        self.key = key
+        LockError.__init__(
+            self,
+            f"cannot {action} lock {key!r} from this thread: another thread acquired it, "
+            "and only that thread may release or extend it. Give each thread its own lock "
+            "object.",
         )
 
 
@@ -152,6 +171,27 @@ class RenewalFailed(LockLost):
         )
 
 
+class MasterError(LockError):
+    """A Redlock master answered with an error that no retry can fix.
+
+    Wrong credentials, a missing permission, a master that is read-only or
+    refuses writes: trying again would fail the same way, so the attempt stops
+    at once (after releasing whatever it was granted on every master), naming
+    the master. ``error`` is redis-py's exception; it is also ``__cause__``.
+    """
+
+    def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
+        self.key = key
+        self.master = master
+        self.error = error
+        LockError.__init__(
+            self,
+            f"lock {key!r}: masters[{master}] ({address}) answered {type(error).__name__}: "
+            f"{error}. No retry can fix that: correct the master's configuration or the "
+            "client's credentials.",
+        )
+
+
 class NoQuorum(NotAcquired):
     """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
 
@@ -171,6 +211,7 @@ class NoQuorum(NotAcquired):
         refused: int,
         failed: int,
         needed: int,
+        causes: tuple[str, ...] = (),
     ) -> None:
         self.key = key
         self.waited_ms = waited_ms
@@ -178,12 +219,14 @@ class NoQuorum(NotAcquired):
         self.refused = refused
         self.failed = failed
         self.needed = needed
+        self.causes = causes
+        why = f" ({'; '.join(causes)})" if causes else ""
         LockError.__init__(
             self,
             f"lock {key!r}: no majority after {waited_ms:.0f} ms (last try: {granted} granted, "
-            f"{refused} refused, {failed} failed or did not answer; {needed} needed, with validity "
-            "left). The protected work did not run: retry later, wait longer (timeout_ms), "
-            "or bring the failed masters back.",
+            f"{refused} refused, {failed} failed or did not answer{why}; {needed} needed, with "
+            "validity left). The protected work did not run: retry later, wait longer "
+            "(timeout_ms), or bring the failed masters back.",
         )
 
 

@@ -29,24 +29,26 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import redis
-from redis.exceptions import RedisError
 
-from lockguide import _validate
-from lockguide._scripts import RELEASE, LuaScript
-from lockguide.errors import (
-    BadArgument,
-    BadArgumentType,
-    LockLost,
-    NotOwned,
-    StaleToken,
-)
-from lockguide.lock import Lock
+from lockguide._base import LuaScript, check_client, check_key
+from lockguide.errors import BadArgument, BadArgumentType, NotOwned, StaleToken
+from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
 
-__all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored", "WriteResult"]
+__all__ = [
+    "MAX_TOKEN",
+    "FencedLock",
+    "FencedStore",
+    "SqlFencedStore",
+    "Stored",
+    "WriteResult",
+    "counter_key_for",
+]
 
 FENCED_ACQUIRE = LuaScript("fenced_acquire.lua")
 FENCED_WRITE = LuaScript("fenced_write.lua")
@@ -78,6 +80,22 @@ def _check_value(value: object) -> str:
     return value
 
 
+def counter_key_for(key: str) -> str:
+    """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
+
+    Redis Cluster hashes only the part of a key inside ``{...}`` when there is
+    one. A key with a hash tag keeps it (``"{ledger}:lock"`` ->
+    ``"{ledger}:lock:fence"``); any other key becomes the tag itself
+    (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), whose slot is the slot of
+    ``"lock:ledger"``. Either way the script that takes the lock and draws the
+    token touches one slot only.
+    """
+    opening = key.find("{")
+    if opening >= 0 and key.find("}", opening + 2) > opening:
+        return key + ":fence"
+    return "{" + key + "}:fence"
+
+
 class FencedLock(Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
@@ -92,20 +110,23 @@ class FencedLock(Lock):
     because it is the same acquisition.
 
     Args:
-        client: a connected ``redis.Redis``.
+        client: a ``redis.Redis``.
         key: the lock key, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a positive ``int`` of milliseconds.
-        counter_key: where the token counter lives; defaults to ``key + ":fence"``.
-            It never expires. On Redis Cluster give the lock key a hash tag
-            (``"{ledger}:lock"``) so both keys share a slot.
-        timeout_ms: how long :meth:`acquire` keeps trying by default.
-        retry_delay_ms: range of the random pause between attempts.
+        ttl_ms: the lease, a whole number of milliseconds.
+        counter_key: where the token counter lives; it never expires. The
+            default (:func:`counter_key_for`) shares the lock key's Redis
+            Cluster hash slot.
+        timeout_ms, retry_delay_ms, request_timeout_ms, drift_factor,
+            drift_floor_ms, clock: as for :class:`~lockguide.Lock`.
 
-    The counter is only as durable as the Redis instance it lives on: if it is
-    lost (a failover to a replica that had not received it, a restart without
-    persistence), new tokens restart low and a fenced resource refuses them all
-    until they pass the highest it has seen. That fails safe (writes refused),
-    not silently (writes accepted out of order).
+    The counter is only as durable as the Redis instance it lives on. If a
+    failover or a restart without persistence loses increments, new tokens
+    restart lower than some already handed out. A resource then refuses them
+    until they pass the highest it has *seen*, but a token it has not seen yet
+    (a holder that drew it and has not written) can be beaten by a lower one:
+    the lower token writes first and the higher, older holder's write is
+    accepted on top. Keep the counter where increments are not lost
+    (``appendfsync always``, or a database sequence) when that matters.
     """
 
     def __init__(
@@ -117,11 +138,25 @@ class FencedLock(Lock):
         counter_key: str | None = None,
         timeout_ms: float | None = None,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
+        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
+        drift_factor: float = 0.01,
+        drift_floor_ms: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(client, key, ttl_ms, timeout_ms=timeout_ms, retry_delay_ms=retry_delay_ms)
+        super().__init__(
+            client,
+            key,
+            ttl_ms,
+            timeout_ms=timeout_ms,
+            retry_delay_ms=retry_delay_ms,
+            request_timeout_ms=request_timeout_ms,
+            drift_factor=drift_factor,
+            drift_floor_ms=drift_floor_ms,
+            clock=clock,
+        )
         if counter_key is None:
-            counter_key = key + ":fence"
-        self._counter_key = _validate.check_key(counter_key)
+            counter_key = counter_key_for(self._key)
+        self._counter_key = check_key(counter_key, "counter_key")
         if self._counter_key == self._key:
             raise BadArgument(
                 f"counter_key must differ from the lock key {key!r}: the lock's SET would "
@@ -142,45 +177,19 @@ class FencedLock(Lock):
             NotOwned: this object does not hold the lock (never acquired,
                 released, or found lost by :meth:`extend`).
         """
-        if self._token is None or self.value is None:
+        if self._token is None or self._value is None:
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
-
-    def release(self) -> None:
-        """Release as :meth:`Lock.release` does; the token is forgotten either way."""
-        self._token = None
-        super().release()
-
-    def extend(self, ttl_ms: int | None = None) -> None:
-        """Extend as :meth:`Lock.extend` does; the token stays the same."""
-        try:
-            super().extend(ttl_ms)
-        except LockLost:
-            self._token = None
-            raise
 
     def __repr__(self) -> str:
         state = f"held, token {self._token}" if self.held else "not held"
         return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    def _try_set(self, value: str) -> bool:
-        try:
-            token = int(
-                self._script(FENCED_ACQUIRE, (self._key, self._counter_key), (value, self._ttl_ms))
-            )
-        except (RedisError, OSError):
-            # As for Lock: the reply may be lost after the script ran. Remove our
-            # value if it is there; the token it drew is simply never used.
-            with contextlib.suppress(RedisError, OSError):
-                self._script(RELEASE, (self._key,), (value,))
-            raise
-        if token == 0:
-            return False
-        self._token = token
-        return True
-
-    def _forget_token(self) -> None:
-        self._token = None
+    def _grant(self, value: str) -> bool:
+        keys = (self._key, self._counter_key)
+        token = int(FENCED_ACQUIRE(self._redis, keys, (value, self._ttl_ms)))
+        self._token = token or None
+        return token > 0
 
 
 @dataclass(frozen=True)
@@ -227,8 +236,8 @@ class FencedStore:
     """
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
-        self._client = _validate.check_client(client)
-        self._key = _validate.check_key(key)
+        self._client = check_client(client)
+        self._key = check_key(key)
         if lock is not None:
             if not isinstance(lock, FencedLock):
                 raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
@@ -332,7 +341,7 @@ class SqlFencedStore:
                 f"{type(connection).__name__}"
             )
         self._connection = connection
-        self._name = _validate.check_key(name)
+        self._name = check_key(name)
         if not isinstance(table, str) or not _IDENTIFIER.match(table):
             raise BadArgument(
                 f"table must be a plain SQL identifier (letters, digits, _), got {table!r}"

@@ -13,19 +13,17 @@ The story this class is written against, in order:
    in. That expiry is what makes the lock safe against crashes and unsafe
    against pauses: a holder that is merely slow loses the lock without knowing.
 
-So the lock keeps its own deadline, measured on this process's monotonic clock
-from *before* the ``SET`` was sent, and reports it through
-:meth:`Lock.validity_remaining_ms`. A grant whose reply came back after that
-deadline is released at once and counts as a failure.
+So the lock keeps its own deadline, on its clock (``time.monotonic`` unless you
+pass another), measured from *before* the ``SET`` was sent, and reports it
+through :meth:`Lock.validity_remaining_ms`. A grant whose reply came back after
+that deadline is released at once and counts as a failure. Check it before
+anything you could not undo, and protect the resource itself with a fencing
+token when correctness depends on it.
 
-Every request is sent once, on a connection the lock makes from the client's
-settings, and waits at most ``request_timeout_ms`` for its reply. It is never
-retried blindly: a ``SET NX`` repeated after a lost reply would find the
-holder's own key and report the lock as taken by someone else, and a server
-that does not answer would cost the client's whole retry schedule instead of
-one timeout. Check it before doing anything you could not
-undo, and protect the resource itself with a fencing token when correctness
-depends on it.
+Every request is sent once and waits at most ``request_timeout_ms``
+(:func:`lockguide._base.bounded_client`); an acquire that fails half way, by
+an error or by ``Ctrl-C``, deletes its own value before the error goes on, so
+nothing is left locked for a TTL.
 """
 
 from __future__ import annotations
@@ -34,17 +32,21 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Self
 
 import redis
-from redis.exceptions import RedisError
 
-from lockguide import _multiplex, _validate
-from lockguide._lease import _UNSET, LeaseBase
-from lockguide._scripts import EXTEND, RELEASE, LuaScript
-from lockguide.errors import BadArgument, LockLost, NotAcquired, NotOwned
+from lockguide._base import (
+    EXTEND,
+    RELEASE,
+    UNSET,
+    Lease,
+    bounded_client,
+    check_client,
+    check_ms,
+    check_ttl_ms,
+)
+from lockguide.errors import LockLost, NotAcquired
 from lockguide.tokens import new_lock_value
-from lockguide.validity import DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS, drift_ms
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
 
@@ -52,15 +54,16 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
 
 
-class Lock(LeaseBase):
+class Lock(Lease):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
-        client: a ``redis.Redis``; the lock uses its address, credentials and
-            encoding, on connections of its own.
+        client: a ``redis.Redis`` (a Sentinel ``master_for`` client too); the
+            lock uses its address, credentials and encoding, on connections of
+            its own.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a positive ``int`` of milliseconds. After this long
-            Redis deletes the key whether or not the holder is finished.
+        ttl_ms: the lease, a whole number of milliseconds (at most a week).
+            After this long Redis deletes the key whether or not the holder is done.
         timeout_ms: how long :meth:`acquire` keeps trying by default;
             ``None`` waits as long as it takes.
         retry_delay_ms: the ``(low, high)`` range from which each pause between
@@ -68,6 +71,15 @@ class Lock(LeaseBase):
         request_timeout_ms: how long one request may wait for Redis (connecting
             included). A server that does not answer costs this much per call,
             and the call raises ``redis.exceptions.TimeoutError``.
+        drift_factor: the fraction of the TTL set aside for clocks running at
+            different rates (default 1 %, as the Redlock reference
+            implementations do); part of the drift allowance.
+        drift_floor_ms: the fixed part of the drift allowance (default 2 ms).
+        clock: the function the lease is timed with, returning seconds
+            (default ``time.monotonic``).
+
+    A lock object belongs to the thread that acquired it: another thread's
+    ``release`` or ``extend`` raises :class:`~lockguide.WrongOwner`.
 
     Example::
 
@@ -87,155 +99,118 @@ class Lock(LeaseBase):
         timeout_ms: float | None = None,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
+        drift_factor: float = 0.01,
+        drift_floor_ms: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = _validate.check_client(client)
-        self._key = _validate.check_key(key)
-        self._ttl_ms = _validate.check_ttl_ms(ttl_ms)
-        self._timeout_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
-        self._retry_delay_ms = _validate.check_delay_range(retry_delay_ms)
-        request_timeout = _validate.check_duration_ms(request_timeout_ms, "request_timeout_ms")
-        if not request_timeout:
-            raise BadArgument("request_timeout_ms must be > 0: every request needs time to answer")
-        self._request_timeout_s = request_timeout / 1000.0
-        self._node = _multiplex.node_for(self._client, self._request_timeout_s)
-        self._encode: Callable[[Any], bytes] = self._client.get_encoder().encode
-        self._value: str | None = None
-        self._deadline = 0.0
+        self._client = check_client(client)
+        self._init_lease(
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+        )
+        timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
+        self._redis = bounded_client(self._client, timeout / 1000.0)
 
-    # -- read-only facts (key, ttl_ms, value and held are LeaseBase's) ---------------
-
-    def validity_remaining_ms(self) -> float:
-        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
-
-        Computed as the TTL minus the time since just before the ``SET`` was sent,
-        minus the clock-drift allowance (1 % of the TTL + 2 ms).
-        """
-        if self._value is None:
-            return 0.0
-        return max(0.0, (self._deadline - time.monotonic()) * 1000.0)
-
-    # -- acquire / release / extend -------------------------------------------------
-
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = _UNSET) -> bool:
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; return ``True`` if this call got it.
 
         Args:
-            blocking: ``False`` makes exactly one attempt.
+            blocking: ``False`` makes exactly one attempt (then ``timeout_ms``
+                must not be given).
             timeout_ms: how long to keep trying when blocking; defaults to the
                 value given to the constructor (``None`` means no limit).
 
         Returns ``False`` when the lock is held by someone else and the wait
         ran out. Use ``with lock:`` to turn that into :class:`NotAcquired`.
         """
-        wait_ms = self._wait_ms(timeout_ms)
-        value = new_lock_value()
-        give_up_at = None if wait_ms is None else time.monotonic() + wait_ms / 1000.0
+        wait_ms = self._wait_ms(blocking, timeout_ms)
+        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
         while True:
-            started = time.monotonic()
-            if self._try_set(value):
-                deadline = started + self._usable_ms(self._ttl_ms) / 1000.0
-                if time.monotonic() < deadline:
-                    self._value = value
-                    self._deadline = deadline
+            value = new_lock_value()
+            started = self._clock()
+            try:
+                granted = self._grant(value)
+                if granted and self._clock() < started + self._usable_ms / 1000.0:
+                    self._won(value, started)
                     return True
-                # Granted, but the reply took the whole lease: no use to anyone.
-                self._forget_token()
-                with contextlib.suppress(RedisError, OSError):
-                    self._script(RELEASE, (self._key,), (value,))
-            if not blocking:
-                return False
-            pause = self._pause_s(random.uniform, time.monotonic(), give_up_at)
-            if pause is None:
+            except BaseException:
+                # The reply may be lost after Redis stored the key, or Ctrl-C came
+                # mid-request: remove our value (if it is there) before going on.
+                self._discard(value)
+                raise
+            if granted:  # granted, but the reply took the whole lease: no use to anyone
+                self._discard(value)
+            pause = self._pause_s(random.uniform, give_up_at) if blocking else 0.0
+            if pause <= 0:
                 return False
             time.sleep(pause)
 
     def release(self) -> None:
         """Release the lock with compare-and-delete.
 
+        If Redis does not answer, the lock stays held in this object and the
+        error is raised: call ``release()`` again.
+
         Raises:
             NotOwned: this object does not hold the lock.
+            WrongOwner: another thread acquired it.
             LockLost: the lease had expired; the key is gone or someone else's,
                 and it was left untouched.
         """
-        value = self._take_value("release")
-        if self._script(RELEASE, (self._key,), (value,)) != 1:
+        value = self._check_owner("release")
+        deleted = RELEASE(self._redis, (self._key,), (value,))
+        self._value = None
+        if deleted != 1:
             raise LockLost(self._key, "release")
 
     def extend(self, ttl_ms: int | None = None) -> None:
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
 
         The new lease counts from just before this request. Extending only works
-        while the lease is still ours: it cannot revive an expired lock.
+        while the key still holds this holder's value: it cannot revive a lost lock.
 
         Raises:
             NotOwned: this object does not hold the lock.
-            LockLost: the lease had already expired; the lock is no longer held.
+            WrongOwner: another thread acquired it.
+            LockLost: the key was gone or someone else's; the lock is no longer held.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else _validate.check_ttl_ms(ttl_ms)
-        if self._value is None:
-            raise NotOwned(self._key, "extend")
-        started = time.monotonic()
-        if self._script(EXTEND, (self._key,), (self._value, new_ttl)) != 1:
+        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
+        usable_ms = self._usable_for(new_ttl)
+        value = self._check_owner("extend")
+        started = self._clock()
+        if EXTEND(self._redis, (self._key,), (value, new_ttl)) != 1:
             self._value = None
             raise LockLost(self._key, "extend")
-        self._deadline = started + self._usable_ms(new_ttl) / 1000.0
+        self._deadline = started + usable_ms / 1000.0
 
-    def __enter__(self) -> Self:
-        if not self.acquire():
-            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-            raise NotAcquired(self._key, waited)
-        return self
+    def locked(self) -> bool:
+        """Whether anybody (this object or another client) holds the lock now."""
+        return bool(self._redis.exists(self._key))
+
+    def owned(self) -> bool:
+        """Whether the key holds this object's value now (asks Redis, not the local clock)."""
+        if self._value is None:
+            return False
+        current = self._redis.get(self._key)
+        if isinstance(current, bytes):
+            current = current.decode("utf-8", "replace")
+        return current == self._value
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
-        return f"<Lock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
+        return f"<{type(self).__name__} {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
     # -- internals ---------------------------------------------------------------
 
-    def _try_set(self, value: str) -> bool:
-        """One ``SET key value NX PX ttl``; True if Redis stored it."""
-        command = _multiplex.pack(
-            b"SET",
-            self._encode(self._key),
-            self._encode(value),
-            b"NX",
-            b"PX",
-            self._encode(self._ttl_ms),
-        )
-        try:
-            return self._request(command) is not None
-        except (RedisError, OSError):
-            # The reply may have been lost after Redis stored the key: clean up
-            # our own value (if it is there) so it does not block others for a TTL.
-            with contextlib.suppress(RedisError, OSError):
-                self._script(RELEASE, (self._key,), (value,))
-            raise
+    def _grant(self, value: str) -> bool:
+        """One ``SET key value NX PX ttl``: True if Redis stored it."""
+        return bool(self._redis.set(self._key, value, nx=True, px=self._ttl_ms))
 
-    def _forget_token(self) -> None:
-        """Hook for subclasses that draw something with the grant (a fencing token)."""
+    def _discard(self, value: str) -> None:
+        """Best effort: delete ``value`` if it is the key's (the caller is raising anyway)."""
+        with contextlib.suppress(Exception):
+            RELEASE(self._redis, (self._key,), (value,))
 
-    def _request(self, command: bytes) -> Any:
-        """Send one packed command on this lock's connection; return the reply or raise."""
-        reply = _multiplex.send_all_read_all((self._node,), (command,), self._request_timeout_s)[0]
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    def _script(self, script: LuaScript, keys: tuple[str, ...], args: tuple[str | int, ...]) -> Any:
-        """Run a Lua script by ``EVALSHA`` (loading it on ``NOSCRIPT``); reply or raise."""
-        command = _multiplex.pack(
-            b"EVALSHA",
-            script.sha.encode(),
-            self._encode(len(keys)),
-            *(self._encode(part) for part in (*keys, *args)),
-        )
-        reply = _multiplex.run_script(
-            (self._node,), script.source, (command,), self._request_timeout_s
-        )[0]
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    @staticmethod
-    def _usable_ms(ttl_ms: int) -> float:
-        return ttl_ms - drift_ms(ttl_ms, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR_MS)
+    def _acquire_for_with(self) -> None:
+        if not self.acquire():
+            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+            raise NotAcquired(self._key, waited)

@@ -2,66 +2,77 @@
 
 The story this class is written against, in order:
 
-1. Client A reads its monotonic clock, then sends ``SET lock:ledger <value> NX
-   PX 10000`` to all five masters at once: the command is written on every
-   socket before any reply is read, and each master gets a per-node timeout
-   (default 50 ms) that is tiny next to the 10 s TTL, so a dead or frozen
-   master costs 50 ms, not a socket timeout.
+1. Client A reads its clock, then sends ``SET lock:ledger <value> NX PX 10000``
+   to all five masters: every request is written before any reply is read, and
+   each master's reply is awaited at most a per-node timeout (default 50 ms)
+   that is tiny next to the 10 s TTL, so a dead or frozen master costs 50 ms.
 2. Three masters say yes, one says no (another client got there first), one
    does not answer. A majority (``5 // 2 + 1 = 3``) granted the key, and the
    attempt took 4 ms, so A may act for ``10000 - 4 - (1 % of 10000 + 2)
    = 9894`` ms. That *validity*, not the TTL, is A's lease.
 3. Client B, trying at the same moment, got the other two masters. No
-   majority: B releases its value on **every** master at once (a master that
-   timed out may still have stored it), waits a *random* delay so it does not
-   collide with the next contender in step, and tries again.
+   majority: B releases its value on **every** master (a master that timed out
+   may still have stored it), waits a *random* delay so it does not collide
+   with the next contender in step, and tries again.
 4. A releases with compare-and-delete on every master. If fewer than a
    majority still held A's value, the lease had already slipped away (it
    expired, or a master restarted empty) and A is told so.
 
-The guarantee holds only while the holder finishes within its validity, which
-is measured on this process's clock from before the first request. A pause
-longer than that (GC, swapping, a stopped VM) lets a second holder in, exactly
-as with one Redis; only a fencing check at the resource can refuse the late
-writer.
+The guarantee holds only while the holder finishes within its validity, and
+only under the algorithm's timing assumptions: clocks that run at about the
+same rate (the drift allowance), no clock jumps on the masters, and masters
+that keep their keys across a restart. A pause longer than the validity (GC,
+swapping, a stopped VM) lets a second holder in, exactly as with one Redis;
+only a fencing check at the resource can refuse the late writer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 
-from lockguide import _multiplex, _validate
-from lockguide._lease import _UNSET, LeaseBase
-from lockguide._multiplex import Node, node_for
-from lockguide._scripts import EXTEND, RELEASE, LuaScript
+from lockguide._base import (
+    EXTEND,
+    RELEASE,
+    UNSET,
+    Lease,
+    LuaScript,
+    bounded_pool,
+    check_client,
+    check_ms,
+    check_ttl_ms,
+)
 from lockguide.errors import (
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
     LockLost,
     MajorityLost,
+    MasterError,
     NoQuorum,
-    NotOwned,
 )
 from lockguide.tokens import new_lock_value
-from lockguide.validity import Verdict, judge, quorum, validity_ms
+from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "Redlock"]
 
 #: Per-master timeout used when none is given: inside the 5-50 ms range the Redis
 #: documentation suggests for a 10 s lock.
 DEFAULT_NODE_TIMEOUT_MS = 50.0
-
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-# Every duration this module measures comes from here (tests replace it).
-_now = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -70,12 +81,14 @@ class Attempt:
 
     ``verdict`` is the arithmetic (votes, elapsed time, drift, validity);
     ``refused`` masters answered that another owner holds the key; ``failed``
-    masters answered with an error or not within the per-node timeout.
+    masters answered with an error or not within the per-node timeout, and
+    ``causes`` says which and why (``"masters[3]: TimeoutError"``).
     """
 
     verdict: Verdict
     refused: int
     failed: int
+    causes: tuple[str, ...] = ()
 
     @property
     def granted(self) -> int:
@@ -88,36 +101,35 @@ class Attempt:
         return self.verdict.acquired
 
 
-def _bulk(data: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(data), data)
+def _where(client: redis.Redis) -> tuple[object, ...]:
+    """Which server a client reaches, to refuse the same master given twice.
 
-
-def _address(client: redis.Redis) -> tuple[object, ...]:
-    """Where a client's server lives, to refuse the same master given twice.
-
-    The database number is ignored on purpose: two databases of one server are
-    one process, one machine, one failure.
+    A Sentinel-managed client is named by its service (its address is only
+    known once it connects). The database number is ignored on purpose: two
+    databases of one server are one process, one machine, one failure.
     """
-    kwargs = client.connection_pool.connection_kwargs
-    server = kwargs.get("server")  # an in-process server (fakeredis) names itself
-    if server is not None:
-        return ("in-process", id(server))
-    path = kwargs.get("path")
-    if path:
-        return ("unix", str(path))
+    pool = client.connection_pool
+    service = getattr(pool, "service_name", None)
+    if isinstance(service, str):
+        return ("sentinel", service)
+    kwargs = pool.connection_kwargs
+    if kwargs.get("server") is not None:  # an in-process server (fakeredis) names itself
+        return ("in-process", id(kwargs["server"]))
+    if kwargs.get("path"):
+        return ("unix", str(kwargs["path"]))
     host = str(kwargs.get("host", "localhost")).lower()
-    if host in _LOOPBACK_NAMES:
+    if host in ("localhost", "127.0.0.1", "::1"):
         host = "localhost"
     return ("tcp", host, int(kwargs.get("port", 6379)))
 
 
 def _check_masters(masters: object) -> tuple[redis.Redis, ...]:
-    if isinstance(masters, redis.Redis) or not isinstance(masters, Sequence):
+    if isinstance(masters, redis.Redis | str | bytes) or not isinstance(masters, Collection):
         raise BadArgumentType(
             "masters must be a list of redis.Redis clients, one per independent master, "
             f"not {type(masters).__name__}"
         )
-    clients = tuple(_validate.check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
+    clients = tuple(check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
     if not clients:
         raise BadArgument(
             "masters must not be empty: Redlock needs independent Redis masters "
@@ -125,37 +137,54 @@ def _check_masters(masters: object) -> tuple[redis.Redis, ...]:
         )
     seen: dict[tuple[object, ...], int] = {}
     for i, client in enumerate(clients):
-        where = _address(client)
+        where = _where(client)
         if where in seen:
             raise BadArgument(
                 f"masters[{seen[where]}] and masters[{i}] are the same Redis server; "
-                "each vote must come from an independent master, or one failure "
-                "counts twice"
+                "each vote must come from an independent master, or one failure counts twice"
             )
         seen[where] = i
     return clients
 
 
-class Redlock(LeaseBase):
+def _beyond_retry(error: BaseException) -> bool:
+    """An answer that the next try would get again: credentials, permissions, configuration."""
+    if isinstance(error, AuthenticationError | AuthorizationError):
+        return True
+    return isinstance(error, ResponseError) and not isinstance(error, TryAgainError)
+
+
+class Redlock(Lease):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
         masters: one ``redis.Redis`` client per independent master (different
-            servers; the same server twice is refused).
+            servers; the same server twice is refused). A list, tuple or set.
         key: the Redis key that represents the lock on every master.
-        ttl_ms: the lease requested on each master, a positive ``int`` of ms.
-        node_timeout_ms: how long to wait for each master's reply, counted
-            from when its request was sent; must leave validity in the TTL
-            (``ttl - timeout - drift > 0``). A master that does not answer in
-            time counts as "no".
+        ttl_ms: the lease requested on each master, a whole number of ms.
+        node_timeout_ms: how long to wait for each master, connecting included,
+            counted from when its request was sent; must leave validity in the
+            TTL. A master that does not answer in time counts as "no".
         timeout_ms: how long :meth:`acquire` keeps trying by default; ``None``
             waits as long as it takes. No new try starts after it.
         retry_delay_ms: the ``(low, high)`` range each pause between tries is
             drawn from at random. A fixed delay (``low == high``) is refused:
             contenders that retry in step split the vote again and again.
         max_extensions: how many times :meth:`extend` may renew one acquisition.
-        rng: the random source for retry pauses (default: a new ``random.Random``,
-            seeded by the operating system).
+        rng: the random source for retry pauses (default: a new ``random.Random``).
+        drift_factor: the fraction of the TTL set aside for clocks that run at
+            different rates; default 0.01 (1 %), as the reference
+            implementations do. This is an assumption about your machines: if
+            their clocks may differ in rate by more, say so here.
+        drift_floor_ms: the fixed part of the drift allowance (default 2 ms,
+            for Redis's expiry precision).
+        clock: the function every duration is measured with, returning seconds
+            (default ``time.monotonic``).
+        on_attempt: called with each try's :class:`Attempt` as soon as it is
+            judged (for logging, metrics, or the lab's timelines).
+
+    Errors no retry can fix (a wrong password, a missing permission, a
+    read-only master) stop the attempt at once with :class:`~lockguide.MasterError`.
 
     Example::
 
@@ -169,7 +198,7 @@ class Redlock(LeaseBase):
 
     def __init__(
         self,
-        masters: Sequence[redis.Redis],
+        masters: Collection[redis.Redis],
         key: str,
         ttl_ms: int,
         *,
@@ -178,21 +207,23 @@ class Redlock(LeaseBase):
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         max_extensions: int = 3,
         rng: random.Random | None = None,
+        drift_factor: float = 0.01,
+        drift_floor_ms: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_attempt: Callable[[Attempt], object] | None = None,
     ) -> None:
         clients = _check_masters(masters)
-        self._key = _validate.check_key(key)
-        self._ttl_ms = _validate.check_ttl_ms(ttl_ms)
-        node_timeout = _validate.check_duration_ms(node_timeout_ms, "node_timeout_ms")
-        assert node_timeout is not None
-        if node_timeout <= 0 or validity_ms(self._ttl_ms, node_timeout) <= 0:
+        self._init_lease(
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+        )
+        node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
+        if node_timeout >= self._usable_ms:
             raise BadArgument(
-                f"node_timeout_ms must be > 0 and leave validity in the TTL, got "
-                f"{node_timeout_ms!r} for ttl_ms={self._ttl_ms}: an attempt that waits that "
-                "long for one master has no lease left. Keep it far below the TTL "
-                "(5-50 ms for a 10 s lock)"
+                f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
+                f"ttl_ms={self._ttl_ms}: an attempt that waits that long for one master has no "
+                "lease left. Keep it far below the TTL (5-50 ms for a 10 s lock)"
             )
-        self._timeout_ms = _validate.check_duration_ms(timeout_ms, "timeout_ms", allow_none=True)
-        low, high = _validate.check_delay_range(retry_delay_ms)
+        low, high = self._retry_delay_ms
         if low == high:
             raise BadArgument(
                 f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
@@ -205,37 +236,20 @@ class Redlock(LeaseBase):
             raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
         if rng is not None and not isinstance(rng, random.Random):
             raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
-
+        if on_attempt is not None and not callable(on_attempt):
+            raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
         self._masters = clients
         self._quorum = quorum(len(clients))
         self._node_timeout_ms = node_timeout
-        self._node_timeout_s = node_timeout / 1000.0
-        self._retry_delay_ms = (low, high)
+        self._pools = [bounded_pool(c, node_timeout / 1000.0) for c in clients]
         self._max_extensions = max_extensions
         self._uniform = (rng or random.Random()).uniform
-        self._nodes: tuple[Node, ...] = tuple(node_for(c, self._node_timeout_s) for c in clients)
-        encoders: list[Any] = [c.get_encoder() for c in clients]
-        keys = [_bulk(encoder.encode(self._key)) for encoder in encoders]
-        ttl = _bulk(str(self._ttl_ms).encode())
-        # Commands are assembled from pre-encoded bytes: only the value changes.
-        self._set_heads = [b"*6\r\n$3\r\nSET\r\n" + k for k in keys]
-        self._set_tail = b"$2\r\nNX\r\n$2\r\nPX\r\n" + ttl
-        # EVALSHA <sha> 1 <key>, for each script and master; value and args follow.
-        self._script_heads: dict[LuaScript, list[bytes]] = {
-            script: [
-                b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode()) + b"$1\r\n1\r\n" + k for k in keys
-            ]
-            for script in (RELEASE, EXTEND)
-        }
-        self._value: str | None = None
-        self._deadline = 0.0
+        self._on_attempt = on_attempt
         self._extensions = 0
-        # The last try's counts: (elapsed ms, granted, refused, failed). The
-        # Attempt is built from them only when asked for (last_attempt).
-        self._last: tuple[float, int, int, int] | None = None
-        self._usable_s = validity_ms(self._ttl_ms, 0.0) / 1000.0
+        self._released = 0
+        self._last: Attempt | None = None
 
-    # -- read-only facts (key, ttl_ms, value and held are LeaseBase's) ---------------
+    # -- read-only facts --------------------------------------------------------------
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
@@ -260,76 +274,61 @@ class Redlock(LeaseBase):
     @property
     def last_attempt(self) -> Attempt | None:
         """The outcome of the most recent try by :meth:`acquire` (``None`` before any)."""
-        if self._last is None:
-            return None
-        elapsed_ms, granted, refused, failed = self._last
-        verdict = judge(self._ttl_ms, elapsed_ms, granted, len(self._masters))
-        return Attempt(verdict=verdict, refused=refused, failed=failed)
+        return self._last
 
-    def validity_remaining_ms(self) -> float:
-        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
+    # -- acquire / release / extend ----------------------------------------------------
 
-        The TTL, minus the time since just before the first request of the
-        winning attempt (or of the last extension), minus the drift allowance
-        (1 % of the TTL + 2 ms).
-        """
-        if self._value is None:
-            return 0.0
-        return max(0.0, (self._deadline - _now()) * 1000.0)
-
-    # -- acquire / release / extend -------------------------------------------------
-
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = _UNSET) -> bool:
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock on a majority of masters; ``True`` if this call got it.
 
-        Each try sends ``SET key value NX PX ttl`` to every master at once with
-        a fresh random value. It wins with a majority and validity left; any
-        other outcome is released on every master before the next try, which
-        follows a random pause. No try starts after ``timeout_ms``.
+        Each try sends ``SET key value NX PX ttl`` to every master with a fresh
+        random value. It wins with a majority and validity left; any other
+        outcome is released on every master before the next try, which follows
+        a random pause. No try starts after ``timeout_ms``.
 
         Args:
-            blocking: ``False`` makes exactly one try.
+            blocking: ``False`` makes exactly one try (then ``timeout_ms`` must
+                not be given).
             timeout_ms: how long to keep trying when blocking; defaults to the
                 value given to the constructor (``None`` means no limit).
 
-        :attr:`last_attempt` tells what the final try saw.
+        Raises:
+            MasterError: a master answered with an error no retry can fix.
         """
-        wait_ms = self._wait_ms(timeout_ms)
-        give_up_at = None if wait_ms is None else _now() + wait_ms / 1000.0
+        wait_ms = self._wait_ms(blocking, timeout_ms)
+        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
         while True:
-            value = new_lock_value()
-            started = _now()
-            if self._try_set(value, started):
-                self._value = value
-                self._deadline = started + self._usable_s
-                self._extensions = 0
+            if self._try(new_lock_value()):
                 return True
-            # Release on every master, not only those that said yes: a reply can
-            # be lost (or late) after the master stored the key.
-            self._run_script(RELEASE, value)
-            if not blocking:
-                return False
-            pause = self._pause_s(self._uniform, _now(), give_up_at)
-            if pause is None:
+            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
+            if pause <= 0:
                 return False
             time.sleep(pause)
 
     def release(self) -> int:
         """Release the lock with compare-and-delete on every master.
 
-        Returns the number of masters on which this holder's key was deleted.
+        Returns how many masters deleted this holder's key. If masters did not
+        answer and a majority is not confirmed yet, their error is raised and the
+        lock stays held in this object: call ``release()`` again.
 
         Raises:
             NotOwned: this object does not hold the lock.
+            WrongOwner: another thread acquired it.
             MajorityLost: fewer than a majority still held this holder's value
-                (expired, restarted empty, or not answering); keys that belong
-                to someone else were left untouched.
+                (expired, restarted empty); keys that belong to someone else
+                were left untouched.
         """
-        value = self._take_value("release")
-        released = self._count_ones(self._run_script(RELEASE, value))
-        if released < self._quorum:
-            raise self._majority_lost("release", released)
-        return released
+        value = self._check_owner("release")
+        replies = self._run(RELEASE, value)
+        self._released += sum(1 for reply in replies if reply == 1)
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        if errors and self._released < self._quorum <= self._released + len(errors):
+            raise errors[0]  # not all answered, and they could still make a majority
+        self._value = None
+        if self._released < self._quorum:
+            raise self._majority_lost("release", self._released)
+        return self._released
 
     def extend(self, ttl_ms: int | None = None) -> int:
         """Renew the lease to ``ttl_ms`` (default: the original TTL) on every master.
@@ -342,83 +341,175 @@ class Redlock(LeaseBase):
 
         Raises:
             NotOwned: this object does not hold the lock.
+            WrongOwner: another thread acquired it.
             ExtensionLimitReached: already extended ``max_extensions`` times;
                 nothing was sent and the lock is still held.
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else _validate.check_ttl_ms(ttl_ms)
-        if self._value is None:
-            raise NotOwned(self._key, "extend")
+        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
+        usable_ms = self._usable_for(new_ttl)
+        value = self._check_owner("extend")
         if self._extensions >= self._max_extensions:
             raise ExtensionLimitReached(self._key, self._max_extensions)
-        started = _now()
-        if started >= self._deadline:
-            self._run_script(RELEASE, self._take_value("extend"))
-            raise LockLost(self._key, "extend")
-        extended = self._count_ones(self._run_script(EXTEND, self._value, new_ttl))
-        finished = _now()
-        if extended >= self._quorum and finished < self._deadline:
-            self._deadline = started + validity_ms(new_ttl, 0.0) / 1000.0
-            self._extensions += 1
-            return extended
-        self._run_script(RELEASE, self._take_value("extend"))
-        if extended >= self._quorum:
-            raise LockLost(self._key, "extend")
-        raise self._majority_lost("extend", extended)
+        started = self._clock()
+        extended = 0
+        if started < self._deadline:
+            extended = sum(1 for reply in self._run(EXTEND, value, new_ttl) if reply == 1)
+            if extended >= self._quorum and self._clock() < self._deadline:
+                self._deadline = started + usable_ms / 1000.0
+                self._extensions += 1
+                return extended
+        self._value = None
+        self._run(RELEASE, value)
+        if extended < self._quorum and started < self._deadline:
+            raise self._majority_lost("extend", extended)
+        raise LockLost(self._key, "extend")
 
-    def __enter__(self) -> Redlock:
-        started = _now()
-        if not self.acquire():
-            last = self.last_attempt
-            assert last is not None
-            raise NoQuorum(
-                self._key,
-                (_now() - started) * 1000.0,
-                granted=last.granted,
-                refused=last.refused,
-                failed=last.failed,
-                needed=self._quorum,
-            )
-        return self
+    def locked(self) -> bool:
+        """Whether a majority of masters hold the key now (for this object or anyone)."""
+        replies = self._fan_out([("EXISTS", self._key)] * len(self._pools))
+        return sum(1 for reply in replies if reply == 1) >= self._quorum
+
+    def owned(self) -> bool:
+        """Whether a majority of masters hold this object's value now."""
+        if self._value is None:
+            return False
+        replies = self._fan_out([("GET", self._key)] * len(self._pools))
+        mine = self._value
+        votes = sum(1 for r in replies if r in (mine, mine.encode()))
+        return votes >= self._quorum
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
         return f"<Redlock {self._key!r} masters={len(self._masters)} ttl_ms={self._ttl_ms} {state}>"
 
-    # -- internals ---------------------------------------------------------------
+    # -- internals ---------------------------------------------------------------------
 
-    def _try_set(self, value: str, started: float) -> bool:
-        """One try: SET NX PX on every master; True if it won (majority, validity left)."""
-        tail = b"$%d\r\n%s\r\n" % (len(value), value.encode()) + self._set_tail
-        replies = _multiplex.send_all_read_all(
-            self._nodes, [head + tail for head in self._set_heads], self._node_timeout_s
-        )
-        elapsed_ms = (_now() - started) * 1000.0
-        granted = refused = failed = 0
-        for reply in replies:
-            if reply is None:
-                refused += 1
-            elif isinstance(reply, Exception):
-                failed += 1
-            else:
-                granted += 1
-        self._last = (elapsed_ms, granted, refused, failed)
-        return granted >= self._quorum and validity_ms(self._ttl_ms, elapsed_ms) > 0
+    def _try(self, value: str) -> bool:
+        """One try at every master; True if it won. Nothing of a lost try stays behind."""
+        try:
+            started = self._clock()
+            command = ("SET", self._key, value, "NX", "PX", self._ttl_ms)
+            replies = self._fan_out([command] * len(self._pools))
+            elapsed_ms = (self._clock() - started) * 1000.0
+            errors = {i: r for i, r in enumerate(replies) if isinstance(r, Exception)}
+            granted = sum(1 for r in replies if r is not None and not isinstance(r, Exception))
+            verdict = judge(self._ttl_ms, elapsed_ms, granted, len(replies), *self._drift)
+            causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
+            attempt = Attempt(verdict, len(replies) - granted - len(errors), len(errors), causes)
+            self._last = attempt
+            fatal = next((i for i, e in errors.items() if _beyond_retry(e)), None)
+            if attempt.acquired and fatal is None:
+                self._won(value, started)
+                self._extensions = self._released = 0
+            if self._on_attempt is not None:
+                self._on_attempt(attempt)
+        except BaseException:
+            self._value = None
+            self._release_quietly(value)
+            raise
+        if self._value == value:
+            return True
+        self._release_quietly(value)
+        if fatal is not None:
+            error = errors[fatal]
+            raise MasterError(self._key, fatal, _address(self._masters[fatal]), error) from error
+        return False
 
-    def _run_script(self, script: LuaScript, value: str, *extra: int) -> list[Any]:
-        """Run ``script`` (compare-and-delete / -pexpire) on every master at once."""
-        count = b"*%d\r\n" % (5 + len(extra))  # EVALSHA sha numkeys key value *extra
-        tail = _bulk(value.encode()) + b"".join(_bulk(str(a).encode()) for a in extra)
-        commands = [count + head + tail for head in self._script_heads[script]]
-        return _multiplex.run_script(self._nodes, script.source, commands, self._node_timeout_s)
+    def _release_quietly(self, value: str) -> None:
+        """Compare-and-delete ``value`` on every master, ignoring who did not answer.
 
-    @staticmethod
-    def _count_ones(replies: list[Any]) -> int:
-        return sum(1 for reply in replies if reply == 1)
+        Every master, not only those that said yes: a reply can be lost (or
+        late) after the master stored the key.
+        """
+        with contextlib.suppress(Exception):
+            self._run(RELEASE, value)
+
+    def _run(self, script: LuaScript, value: str, *args: object) -> list[Any]:
+        """Run ``script`` on every master at once; load it where it is missing."""
+        command = script.command((self._key,), (value, *args))
+        replies = self._fan_out([command] * len(self._pools))
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):  # first use there, a restart, SCRIPT FLUSH
+                try:
+                    client = redis.Redis(connection_pool=self._pools[i])
+                    replies[i] = script(client, (self._key,), (value, *args))
+                except (RedisError, OSError) as error:
+                    replies[i] = error
+        return replies
+
+    def _fan_out(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands[i]`` to master ``i`` for every master, then read every reply.
+
+        All requests are in flight at once: each is written before any reply is
+        read, and each reply is awaited until the per-node timeout after its own
+        request. A master's result is its reply, or the exception standing for
+        it. A connection whose reply did not come is closed, so nobody can read
+        that reply later as the answer to another request.
+        """
+        timeout_s = self._node_timeout_ms / 1000.0
+        results: list[Any] = [None] * len(commands)
+        conns: list[Any] = [None] * len(commands)
+        sent_at = [0.0] * len(commands)
+        try:
+            for i, pool in enumerate(self._pools):
+                try:
+                    conns[i] = pool.get_connection()
+                    conns[i].send_command(*commands[i])
+                    sent_at[i] = time.monotonic()
+                except (RedisError, OSError) as error:
+                    results[i] = error
+            for i, conn in enumerate(conns):
+                if conn is None or results[i] is not None:
+                    continue
+                left = sent_at[i] + timeout_s - time.monotonic()
+                try:
+                    results[i] = conn.read_response(timeout=max(left, 0.0005))
+                except ResponseError as error:  # an answer like any other
+                    results[i] = error
+                except (RedisError, OSError) as error:
+                    results[i] = error
+                    conn.disconnect()
+        except BaseException:
+            for conn in conns:
+                if conn is not None:
+                    conn.disconnect()
+            raise
+        finally:
+            for i, conn in enumerate(conns):
+                if conn is not None:
+                    if isinstance(results[i], RedisError | OSError) and not isinstance(
+                        results[i], ResponseError
+                    ):
+                        conn.disconnect()
+                    self._pools[i].release(conn)
+        return results
+
+    def _acquire_for_with(self) -> None:
+        started = self._clock()
+        if not self.acquire():
+            last = self._last
+            assert last is not None
+            raise NoQuorum(
+                self._key,
+                (self._clock() - started) * 1000.0,
+                granted=last.granted,
+                refused=last.refused,
+                failed=last.failed,
+                needed=self._quorum,
+                causes=last.causes,
+            )
 
     def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
-        """The error for an ``action`` that fewer than a majority of masters confirmed."""
         return MajorityLost(
             self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
         )
+
+
+def _address(client: redis.Redis) -> str:
+    """A master's address for an error message."""
+    where = _where(client)
+    if where[0] == "tcp":
+        return f"{where[1]}:{where[2]}"
+    return f"{where[0]} {where[1]}"

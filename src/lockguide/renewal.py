@@ -25,12 +25,13 @@ lease runs out as if there were no watchdog.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from types import TracebackType
 
 from redis.exceptions import RedisError
 
-from lockguide import _validate
-from lockguide._lease import ReleasedOnExit
+from lockguide._base import check_ms
 from lockguide.errors import (
     BadArgument,
     BadArgumentType,
@@ -44,7 +45,7 @@ from lockguide.lock import Lock
 __all__ = ["Watchdog"]
 
 
-class Watchdog(ReleasedOnExit):
+class Watchdog:
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
     Every ``every_ms`` the thread extends the lease by the lock's TTL with
@@ -82,8 +83,7 @@ class Watchdog(ReleasedOnExit):
         self._lock = lock
         if every_ms is None:
             every_ms = lock.ttl_ms / 3
-        interval = _validate.check_duration_ms(every_ms, "every_ms")
-        assert interval is not None
+        interval = check_ms(every_ms, "every_ms")
         if not 0 < interval < lock.ttl_ms:
             raise BadArgument(
                 f"every_ms must be > 0 and below the TTL ({lock.ttl_ms} ms), got {every_ms!r}: "
@@ -101,6 +101,7 @@ class Watchdog(ReleasedOnExit):
         self._error: RenewalFailed | None = None
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._reported = False  # the holder has been told the lease is lost
 
     # -- what the holder checks ---------------------------------------------------
 
@@ -138,8 +139,10 @@ class Watchdog(ReleasedOnExit):
                 was paused and the watchdog with it).
         """
         if self._error is not None:
+            self._reported = True
             raise self._error
         if self._lock.validity_remaining_ms() <= 0:
+            self._reported = True
             raise RenewalFailed(
                 self._lock.key,
                 "the lease has run out on this process's clock (the renewal bound was "
@@ -196,6 +199,34 @@ class Watchdog(ReleasedOnExit):
         self.start()
         return self
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop renewing and release; the body's own exception always wins.
+
+        When the body raised, a failed release is added to its exception as a
+        note; when it succeeded, a lost lease is raised here (``RenewalFailed``
+        or ``LockLost``). A lock the body already released is left alone.
+        """
+        if exc is None:
+            if self._reported or not (self._lock.held or self._error is not None):
+                self.stop()  # nothing held, or a loss the holder was already told of
+                if self._lock.held:
+                    with contextlib.suppress(LockError):
+                        self._lock.release()
+                return
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as error:
+            exc.add_note(
+                f"lockguide: releasing {self._lock.key!r} on the way out also failed: {error}"
+            )
+
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("running" if self.running else "stopped")
         return f"<Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
@@ -203,6 +234,7 @@ class Watchdog(ReleasedOnExit):
     # -- the thread ---------------------------------------------------------------
 
     def _run(self) -> None:
+        self._lock._allow_thread(threading.get_ident())  # this thread may extend the lease
         try:
             self._loop()
         except BaseException as error:  # never die silently

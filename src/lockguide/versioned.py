@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide import _validate
-from lockguide._scripts import LuaScript
+from lockguide._base import LuaScript, check_client, check_delay_range, check_key
 from lockguide.errors import BadArgument, BadArgumentType, VersionConflict
 
 __all__ = ["CasResult", "Versioned", "VersionedValue"]
@@ -89,8 +88,8 @@ class VersionedValue:
     """
 
     def __init__(self, client: redis.Redis, key: str) -> None:
-        self._client = _validate.check_client(client)
-        self._key = _validate.check_key(key)
+        self._client = check_client(client)
+        self._key = check_key(key)
 
     @property
     def key(self) -> str:
@@ -145,7 +144,7 @@ class VersionedValue:
                 by the last one.
         """
         attempts = _check_retries(retries) + 1
-        base, cap = _validate.check_delay_range(backoff_ms, "backoff_ms")
+        base, cap = check_delay_range(backoff_ms, "backoff_ms")
         if not callable(change):
             raise BadArgumentType(f"change must be a function of the old value, not {change!r}")
         for attempt in range(attempts):

@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -25,10 +26,10 @@ from lockguide import (
     NotOwned,
     Redlock,
 )
-from lockguide._scripts import RELEASE
-from tests.support import Backend, lose_replies_to, record_requests
+from tests.support import Backend, record_requests
 
 KEY = "lock:test"
+RELEASE_SOURCE = resources.files("lockguide.scripts").joinpath("release.lua").read_text("utf-8")
 
 
 def test_acquire_stores_a_fresh_40_hex_digit_value_with_the_ttl(r: redis.Redis) -> None:
@@ -259,17 +260,17 @@ def test_scripts_are_loaded_once_then_called_by_sha(
     for _ in range(5):
         lock.acquire()
         lock.release()
-    commands = [c for c in sent if isinstance(c, bytes)]
-    loads = [c for c in commands if b"SCRIPT" in c and b"LOAD" in c]
+    commands = [c for c in sent if isinstance(c, tuple)]
+    loads = [c for c in commands if c[0] == "SCRIPT LOAD"]
     assert len(loads) == 1, "the release script is loaded once, on the first NOSCRIPT"
-    assert RELEASE.source.encode() in loads[0]
-    assert sum(b"EVALSHA" in c for c in commands) == 5 + 1  # five releases, one retried
+    assert loads[0][1] == RELEASE_SOURCE
+    assert sum(c[0] == "EVALSHA" for c in commands) == 5 + 1  # five releases, one retried
 
 
 def test_a_lost_set_reply_does_not_leave_the_key_behind(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lose_replies_to(monkeypatch, b"\r\nSET\r\n")
+    record_requests(monkeypatch, [r], lose="SET")
     with pytest.raises(RedisTimeoutError):
         Lock(r, KEY, ttl_ms=30_000).acquire()
     assert r.exists(KEY) == 0
@@ -323,8 +324,8 @@ def test_bad_arguments_are_refused_before_any_request(
 def test_negative_timeout_at_acquire_is_refused_before_any_request(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock = Lock(r, KEY, ttl_ms=1_000)
     sent = record_requests(monkeypatch, [r])
+    lock = Lock(r, KEY, ttl_ms=1_000)
     with pytest.raises(BadArgument, match="timeout_ms"):
         lock.acquire(timeout_ms=-10)
     assert sent == []
@@ -347,20 +348,14 @@ def test_errors_are_one_hierarchy_and_catchable_as_builtins() -> None:
 
 
 def test_a_grant_whose_reply_arrives_after_the_lease_counts_as_a_failure(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    r: redis.Redis,
 ) -> None:
-    from lockguide import _multiplex
+    readings = iter(range(100))
 
-    real_send = _multiplex.send_all_read_all
+    def slow_clock() -> float:
+        return next(readings) * 0.2  # every reading is 200 ms after the last one
 
-    def slow_set_reply(nodes: Any, commands: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        replies = real_send(nodes, commands, *args, **kwargs)
-        if b"\r\nSET\r\n" in commands[0]:
-            time.sleep(0.12)  # the reply takes longer than the whole 100 ms lease
-        return replies
-
-    monkeypatch.setattr(_multiplex, "send_all_read_all", slow_set_reply)
-    lock = Lock(r, KEY, ttl_ms=100)
+    lock = Lock(r, KEY, ttl_ms=100, clock=slow_clock)  # the reply takes the whole lease
     assert not lock.acquire(blocking=False)
     assert not lock.held
     assert r.exists(KEY) == 0

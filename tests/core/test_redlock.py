@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-import lockguide.redlock as redlock_module
 from lockguide import (
     BadArgument,
     BadArgumentType,
@@ -24,26 +22,24 @@ from lockguide import (
     MajorityLost,
     NoQuorum,
     Redlock,
-    _multiplex,
     ttl_for_validity,
     validity_ms,
 )
-from lockguide._multiplex import send_all_read_all
 from tests.support import Backend, record_requests
 
 KEY = "lock:test"
 OTHER = "someone else's value"
 
 
-@pytest.fixture(autouse=True)
-def patient_masters(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are about behaviour, not timing (tests/core/test_faults.py covers that):
-    they give each master 100 ms instead of the 50 ms default, so that a loaded test
-    machine that leaves a healthy server unscheduled for 50 ms cannot turn it into
-    a missing vote."""
-    defaults = Redlock.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "node_timeout_ms", 100.0)
+def redlock(*args: Any, **kwargs: Any) -> Redlock:
+    """A Redlock with 100 ms per master instead of the 50 ms default.
+
+    These tests are about behaviour, not timing (tests/core/test_faults.py covers
+    that): a loaded test machine that leaves a healthy server unscheduled for
+    50 ms must not turn it into a missing vote.
+    """
+    kwargs.setdefault("node_timeout_ms", 100.0)
+    return Redlock(*args, **kwargs)
 
 
 def test_the_default_node_timeout_is_in_the_range_the_redis_docs_suggest() -> None:
@@ -84,22 +80,36 @@ class SteppedClock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> SteppedClock:
-    stepped = SteppedClock()
-    monkeypatch.setattr(redlock_module, "_now", stepped)
-    return stepped
+def clock() -> SteppedClock:
+    """Pass it as ``clock=``: the lock then measures every duration on it."""
+    return SteppedClock()
 
 
-def round_trips_take(monkeypatch: pytest.MonkeyPatch, clock: SteppedClock, ms: float) -> None:
-    """Every send-to-all-then-read-all now takes ``ms`` on the stepped clock."""
-    real = send_all_read_all
+class SlowReplies:
+    """While ``ms`` is set, the replies of one request to every master take ``ms`` in all,
+    on the stepped clock (each master's reply advances it by its share)."""
 
-    def slow(*args: Any, **kwargs: Any) -> list[Any]:
-        replies = real(*args, **kwargs)
-        clock.advance_ms(ms)
-        return replies
+    def __init__(self) -> None:
+        self.ms = 0.0
 
-    monkeypatch.setattr(_multiplex, "send_all_read_all", slow)
+
+@pytest.fixture
+def slow(
+    masters: list[redis.Redis], clock: SteppedClock, monkeypatch: pytest.MonkeyPatch
+) -> SlowReplies:
+    """Give the masters' clients a connection class of the test's own, before any lock."""
+    control = SlowReplies()
+    for master in masters:
+        base: type[Any] = master.connection_pool.connection_class
+
+        class Slow(base):  # type: ignore[misc]
+            def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                reply = super().read_response(*args, **kwargs)
+                clock.advance_ms(control.ms / len(masters))
+                return reply
+
+        monkeypatch.setattr(master.connection_pool, "connection_class", Slow)
+    return control
 
 
 # -- acquiring ----------------------------------------------------------------------
@@ -108,7 +118,7 @@ def round_trips_take(monkeypatch: pytest.MonkeyPatch, clock: SteppedClock, ms: f
 def test_acquire_sets_one_fresh_value_with_the_ttl_on_every_master(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
     assert lock.value is not None
     assert len(lock.value) == 40
@@ -125,8 +135,8 @@ def test_acquire_sets_one_fresh_value_with_the_ttl_on_every_master(
 def test_a_second_client_is_refused_and_leaves_nothing_behind(
     masters: list[redis.Redis],
 ) -> None:
-    first = Redlock(masters, KEY, ttl_ms=10_000)
-    second = Redlock(masters, KEY, ttl_ms=10_000)
+    first = redlock(masters, KEY, ttl_ms=10_000)
+    second = redlock(masters, KEY, ttl_ms=10_000)
     assert first.acquire(blocking=False)
     assert not second.acquire(blocking=False)
     assert not second.held
@@ -137,7 +147,7 @@ def test_a_second_client_is_refused_and_leaves_nothing_behind(
 
 def test_a_bare_majority_is_enough(masters: list[redis.Redis]) -> None:
     hold_elsewhere(masters, 3, 4)
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
     mine = (lock.value or "").encode()
     assert values(masters) == [mine, mine, mine, OTHER.encode(), OTHER.encode()]
@@ -149,7 +159,7 @@ def test_without_a_majority_the_granted_masters_are_released_at_once(
     masters: list[redis.Redis],
 ) -> None:
     hold_elsewhere(masters, 0, 1, 2)
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     assert not lock.acquire(blocking=False)
     assert lock.last_attempt is not None
     assert (lock.last_attempt.granted, lock.last_attempt.refused) == (2, 3)
@@ -160,18 +170,10 @@ def test_without_a_majority_the_granted_masters_are_released_at_once(
 def test_a_master_whose_reply_was_lost_is_released_too(
     masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def reply_lost_after_set(
-        nodes: Any, commands: list[bytes], *args: Any, **kwargs: Any
-    ) -> list[Any]:
-        replies = send_all_read_all(nodes, commands, *args, **kwargs)
-        if b"\r\nSET\r\n" in commands[4]:
-            # Master 4 stored the key, but its answer never reached the client in time.
-            replies[4] = RedisTimeoutError("Timeout reading from socket")
-        return replies
-
-    monkeypatch.setattr(_multiplex, "send_all_read_all", reply_lost_after_set)
+    # Master 4 stores the key, but its answer never reaches the client.
+    record_requests(monkeypatch, masters[4:], lose="SET")
     hold_elsewhere(masters, 0, 1, 2)
-    lock = Redlock(masters, KEY, ttl_ms=30_000)
+    lock = redlock(masters, KEY, ttl_ms=30_000)
     assert not lock.acquire(blocking=False)
     assert lock.last_attempt is not None
     assert (lock.last_attempt.granted, lock.last_attempt.failed) == (1, 1)
@@ -179,10 +181,11 @@ def test_a_master_whose_reply_was_lost_is_released_too(
 
 
 def test_a_majority_that_came_too_late_does_not_count(
-    masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, clock: SteppedClock
+    masters: list[redis.Redis], slow: SlowReplies, clock: SteppedClock
 ) -> None:
-    round_trips_take(monkeypatch, clock, 1_000)
-    lock = Redlock(masters, KEY, ttl_ms=1_000)
+    lock = redlock(masters, KEY, ttl_ms=1_000, clock=clock)
+    lock.locked()  # connect first: the handshakes are not part of the try
+    slow.ms = 1_000
     assert not lock.acquire(blocking=False)
     attempt = lock.last_attempt
     assert attempt is not None
@@ -193,10 +196,11 @@ def test_a_majority_that_came_too_late_does_not_count(
 
 
 def test_validity_is_the_ttl_minus_elapsed_minus_drift(
-    masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, clock: SteppedClock
+    masters: list[redis.Redis], slow: SlowReplies, clock: SteppedClock
 ) -> None:
-    round_trips_take(monkeypatch, clock, 40)
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000, clock=clock)
+    lock.locked()
+    slow.ms = 40
     assert lock.validity_remaining_ms() == 0.0
     assert lock.acquire(blocking=False)
     # 10 000 - 40 elapsed - (1 % of 10 000 + 2) drift: the worked example of the guide.
@@ -222,9 +226,9 @@ def test_a_failed_attempt_waits_only_after_releasing(
         seen_while_sleeping.append(values(masters))
         raise KeyboardInterrupt  # one pause is enough to look at
 
-    monkeypatch.setattr("lockguide.redlock.time.sleep", look_then_stop)
+    monkeypatch.setattr(time, "sleep", look_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        Redlock(masters, KEY, ttl_ms=10_000).acquire(timeout_ms=1_000)
+        redlock(masters, KEY, ttl_ms=10_000).acquire(timeout_ms=1_000)
     assert seen_while_sleeping == [[OTHER.encode()] * 3 + [None, None]]
 
 
@@ -234,7 +238,7 @@ def test_a_failed_attempt_waits_only_after_releasing(
 def test_release_deletes_on_every_master_and_says_how_many(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     lock.acquire()
     assert lock.release() == 5
     assert values(masters) == [None] * 5
@@ -245,7 +249,7 @@ def test_release_deletes_on_every_master_and_says_how_many(
 def test_release_counts_only_masters_that_still_hold_our_value(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     lock.acquire()
     masters[0].delete(KEY)  # expired there
     masters[1].set(KEY, OTHER)  # and someone else got that one
@@ -256,7 +260,7 @@ def test_release_counts_only_masters_that_still_hold_our_value(
 def test_release_with_less_than_a_majority_left_is_majority_lost(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     lock.acquire()
     for i in (0, 1, 2):
         masters[i].set(KEY, OTHER)  # a second holder won a majority meanwhile
@@ -269,7 +273,7 @@ def test_release_with_less_than_a_majority_left_is_majority_lost(
 
 
 def test_release_survives_a_script_flush_on_every_master(masters: list[redis.Redis]) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     for _ in range(2):
         for m in masters:
             m.script_flush()
@@ -284,7 +288,7 @@ def test_release_survives_a_script_flush_on_every_master(masters: list[redis.Red
 def test_extend_renews_the_ttl_on_every_master_and_the_validity(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=300)
+    lock = redlock(masters, KEY, ttl_ms=300)
     lock.acquire()
     assert lock.extend(5_000) == 5
     assert all(m.pttl(KEY) > 4_000 for m in masters)
@@ -295,11 +299,12 @@ def test_extend_renews_the_ttl_on_every_master_and_the_validity(
 def test_extensions_are_bounded_and_the_refusal_sends_nothing(
     masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000, max_extensions=2)
+    sent = record_requests(monkeypatch, masters)
+    lock = redlock(masters, KEY, ttl_ms=10_000, max_extensions=2)
     lock.acquire()
     lock.extend()
     lock.extend()
-    sent = record_requests(monkeypatch, masters)
+    del sent[:]
     with pytest.raises(ExtensionLimitReached, match="2 times"):
         lock.extend()
     assert sent == []
@@ -312,7 +317,7 @@ def test_extensions_are_bounded_and_the_refusal_sends_nothing(
 def test_extend_without_a_majority_releases_everywhere_and_raises(
     masters: list[redis.Redis],
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     lock.acquire()
     for i in (0, 1, 2):
         masters[i].delete(KEY)  # expired early, or restarted empty
@@ -326,7 +331,7 @@ def test_extend_without_a_majority_releases_everywhere_and_raises(
 def test_extend_after_the_validity_ran_out_is_lock_lost(
     masters: list[redis.Redis], clock: SteppedClock
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000, clock=clock)
     lock.acquire()
     clock.advance_ms(9_900)  # past ttl - drift, though the keys may still exist
     with pytest.raises(LockLost):
@@ -336,12 +341,12 @@ def test_extend_after_the_validity_ran_out_is_lock_lost(
 
 
 def test_an_extension_that_finishes_after_the_validity_does_not_count(
-    masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, clock: SteppedClock
+    masters: list[redis.Redis], slow: SlowReplies, clock: SteppedClock
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000, clock=clock)
     lock.acquire()
     clock.advance_ms(9_800)  # 98 ms of validity left ...
-    round_trips_take(monkeypatch, clock, 150)  # ... and the extension takes 150 ms
+    slow.ms = 150  # ... and the extension takes 150 ms
     with pytest.raises(LockLost):
         lock.extend()
     assert not lock.held
@@ -355,7 +360,7 @@ def test_context_manager_raises_no_quorum_with_the_counts(masters: list[redis.Re
     hold_elsewhere(masters, 0, 1, 2)
     with (
         pytest.raises(NoQuorum, match="did not run") as refused,
-        Redlock(masters, KEY, ttl_ms=1_000, timeout_ms=50, retry_delay_ms=(5.0, 10.0)),
+        redlock(masters, KEY, ttl_ms=1_000, timeout_ms=50, retry_delay_ms=(5.0, 10.0)),
     ):
         pytest.fail("the body must not run without the lock")
     assert (refused.value.granted, refused.value.refused, refused.value.failed) == (2, 3, 0)
@@ -369,13 +374,13 @@ def test_a_forward_clock_jump_on_one_master_lets_a_second_majority_form(
     masters: list[redis.Redis],
 ) -> None:
     hold_elsewhere(masters, 3, 4)  # busy when A acquires: A wins with 0, 1, 2
-    a = Redlock(masters, KEY, ttl_ms=10_000)
+    a = redlock(masters, KEY, ttl_ms=10_000)
     assert a.acquire(blocking=False)
     for i in (3, 4):
         masters[i].delete(KEY)  # the earlier owner releases those two
     masters[2].pexpire(KEY, 1)  # master 2's clock jumps ahead: A's key expires there now
     time.sleep(0.01)
-    b = Redlock(masters, KEY, ttl_ms=10_000)
+    b = redlock(masters, KEY, ttl_ms=10_000)
     assert b.acquire(blocking=False), "B wins masters 2, 3, 4"
     assert a.validity_remaining_ms() > 9_000, "while A's own clock says it holds the lock"
 
@@ -384,12 +389,12 @@ def test_a_master_restarted_empty_lets_a_second_majority_form(
     masters: list[redis.Redis],
 ) -> None:
     hold_elsewhere(masters, 3, 4)
-    a = Redlock(masters, KEY, ttl_ms=10_000)
+    a = redlock(masters, KEY, ttl_ms=10_000)
     assert a.acquire(blocking=False)
     for i in (3, 4):
         masters[i].delete(KEY)
     masters[2].flushall()  # master 2 crashed and came back without its data
-    b = Redlock(masters, KEY, ttl_ms=10_000)
+    b = redlock(masters, KEY, ttl_ms=10_000)
     assert b.acquire(blocking=False)
     assert a.held
     assert a.validity_remaining_ms() > 9_000
@@ -404,15 +409,15 @@ def test_connections_are_reused_across_acquisitions(
     seen = record_requests(monkeypatch, masters)
     entered = 0
     for _ in range(20):
-        with Redlock(masters, KEY, ttl_ms=10_000):
+        with redlock(masters, KEY, ttl_ms=10_000):
             entered += 1
     assert entered == 20
-    assert seen.count("new connection") == 5, "one connection per master, made once"
+    assert seen.count("connect") == 5, "one connection per master, made once"
 
 
 def test_clients_that_decode_responses_work(backend: Backend) -> None:
     masters = backend.masters(decode_responses=True)
-    lock = Redlock(masters, KEY, ttl_ms=10_000)
+    lock = redlock(masters, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
     assert [m.get(KEY) for m in masters] == [lock.value] * 5
     assert lock.extend() == 5
@@ -420,7 +425,7 @@ def test_clients_that_decode_responses_work(backend: Backend) -> None:
 
 
 def test_a_single_master_works_as_a_majority_of_one(masters: list[redis.Redis]) -> None:
-    lock = Redlock(masters[:1], KEY, ttl_ms=10_000)
+    lock = redlock(masters[:1], KEY, ttl_ms=10_000)
     assert lock.quorum == 1
     assert lock.acquire(blocking=False)
     assert lock.release() == 1
@@ -434,25 +439,25 @@ BadCall = Callable[[list[redis.Redis]], object]
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
-        (lambda m: Redlock([], KEY, ttl_ms=1_000), BadArgument, "must not be empty"),
-        (lambda m: Redlock(m[0], KEY, ttl_ms=1_000), BadArgumentType, "list of redis.Redis"),
-        (lambda m: Redlock([*m, m[0]], KEY, ttl_ms=1_000), BadArgument, "same Redis server"),
-        (lambda m: Redlock([*m[:4], 1], KEY, 1_000), BadArgumentType, r"masters\[4\]"),  # type: ignore[list-item]
-        (lambda m: Redlock(m, KEY, ttl_ms=0), BadArgument, "ttl_ms"),
-        (lambda m: Redlock(m, KEY, ttl_ms=-1), BadArgument, "ttl_ms"),
-        (lambda m: Redlock(m, KEY, ttl_ms=1.5), BadArgumentType, "ttl_ms"),  # type: ignore[arg-type]
-        (lambda m: Redlock(m, "", ttl_ms=1_000), BadArgument, "key"),
-        (lambda m: Redlock(m, KEY, 1_000, node_timeout_ms=1_000), BadArgument, "node_timeout"),
-        (lambda m: Redlock(m, KEY, 1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
-        (lambda m: Redlock(m, KEY, 1_000, node_timeout_ms=0), BadArgument, "node_timeout"),
-        (lambda m: Redlock(m, KEY, 1_000, node_timeout_ms=-5), BadArgument, "node_timeout"),
-        (lambda m: Redlock(m, KEY, 1_000, retry_delay_ms=(80, 80)), BadArgument, "fixed delay"),
-        (lambda m: Redlock(m, KEY, 1_000, retry_delay_ms=(90, 10)), BadArgument, "retry_delay"),
-        (lambda m: Redlock(m, KEY, 1_000, retry_delay_ms=(0, 0)), BadArgument, "retry_delay"),
-        (lambda m: Redlock(m, KEY, 1_000, timeout_ms=-1), BadArgument, "timeout_ms"),
-        (lambda m: Redlock(m, KEY, 1_000, max_extensions=-1), BadArgument, "max_extensions"),
-        (lambda m: Redlock(m, KEY, 1_000, max_extensions=True), BadArgumentType, "max_ext"),
-        (lambda m: Redlock(m, KEY, 1_000, rng=42), BadArgumentType, "rng"),  # type: ignore[arg-type]
+        (lambda m: redlock([], KEY, ttl_ms=1_000), BadArgument, "must not be empty"),
+        (lambda m: redlock(m[0], KEY, ttl_ms=1_000), BadArgumentType, "list of redis.Redis"),
+        (lambda m: redlock([*m, m[0]], KEY, ttl_ms=1_000), BadArgument, "same Redis server"),
+        (lambda m: redlock([*m[:4], 1], KEY, 1_000), BadArgumentType, r"masters\[4\]"),
+        (lambda m: redlock(m, KEY, ttl_ms=0), BadArgument, "ttl_ms"),
+        (lambda m: redlock(m, KEY, ttl_ms=-1), BadArgument, "ttl_ms"),
+        (lambda m: redlock(m, KEY, ttl_ms=1.5), BadArgumentType, "ttl_ms"),
+        (lambda m: redlock(m, "", ttl_ms=1_000), BadArgument, "key"),
+        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=1_000), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=0), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=-5), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(80, 80)), BadArgument, "fixed delay"),
+        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(90, 10)), BadArgument, "retry_delay"),
+        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(0, 0)), BadArgument, "retry_delay"),
+        (lambda m: redlock(m, KEY, 1_000, timeout_ms=-1), BadArgument, "timeout_ms"),
+        (lambda m: redlock(m, KEY, 1_000, max_extensions=-1), BadArgument, "max_extensions"),
+        (lambda m: redlock(m, KEY, 1_000, max_extensions=True), BadArgumentType, "max_ext"),
+        (lambda m: redlock(m, KEY, 1_000, rng=42), BadArgumentType, "rng"),
     ],
 )
 def test_bad_input_is_refused_before_any_request(
@@ -471,14 +476,14 @@ def test_bad_input_is_refused_before_any_request(
 def test_two_clients_for_one_server_are_the_same_master(backend: Backend) -> None:
     twice = [*backend.masters(4), backend.client(port=6379, db=3)]
     with pytest.raises(BadArgument, match=r"masters\[0\] and masters\[4\]"):
-        Redlock(twice, KEY, ttl_ms=1_000)
+        redlock(twice, KEY, ttl_ms=1_000)
 
 
 def test_bad_arguments_to_acquire_and_extend_are_refused_before_any_request(
     masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock = Redlock(masters, KEY, ttl_ms=1_000)
     sent = record_requests(monkeypatch, masters)
+    lock = redlock(masters, KEY, ttl_ms=1_000)
     with pytest.raises(BadArgument, match="timeout_ms"):
         lock.acquire(timeout_ms=-10)
     with pytest.raises(BadArgument, match="ttl_ms"):
