@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import importlib.resources
 import os
 import platform
 import statistics
@@ -33,7 +34,6 @@ import redis
 
 from bench.servers import five_masters, server_version
 from lockguide import Lock, Redlock
-from lockguide._scripts import RELEASE
 
 TTL_MS = 10_000
 
@@ -52,10 +52,14 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
 
     one = masters[0]
     value = "f" * 40
+    # lockguide's own compare-and-delete script (package data), run by redis-py with EVALSHA.
+    release = one.register_script(
+        (importlib.resources.files("lockguide") / "scripts" / "release.lua").read_text("utf-8")
+    )
 
     def floor() -> None:
         one.set("bench:floor", value, nx=True, px=TTL_MS)
-        RELEASE(one, ("bench:floor",), (value,))
+        release(keys=["bench:floor"], args=[value])
 
     ours = Lock(one, "bench:lock", ttl_ms=TTL_MS)
 

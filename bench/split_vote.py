@@ -34,16 +34,17 @@ import redis
 
 from bench.servers import five_masters
 from lockguide import Redlock
+from lockguide.redlock import Attempt
 
 
-class CountingRedlock(Redlock):
-    """A Redlock that counts its tries (each try is one SET round on all masters)."""
+class Tries:
+    """Counts a Redlock's tries (each one SET round on all masters), as its ``on_attempt``."""
 
-    tries = 0
+    def __init__(self) -> None:
+        self.count = 0
 
-    def _try_set(self, value: str, started: float) -> bool:
-        self.tries += 1
-        return super()._try_set(value, started)
+    def __call__(self, attempt: Attempt) -> None:
+        self.count += 1
 
 
 class FixedDraw(random.Random):
@@ -72,26 +73,28 @@ def client(
     rng = FixedDraw() if setup.fixed else random.Random(os.getpid())
     mode = "fixed" if setup.fixed else "random"
     for r in range(setup.rounds):
-        lock = CountingRedlock(
+        tries = Tries()
+        lock = Redlock(
             masters,
             f"lock:split:{mode}:{r}",
             ttl_ms=10_000,
             retry_delay_ms=setup.delay_ms,
             rng=rng,
+            on_attempt=tries,
         )
         if r == 0:  # open the connections before the first race
             lock.acquire(blocking=False) and lock.release()
-            lock.tries = 0
+            tries.count = 0
         barrier.wait()
         if lock.acquire(timeout_ms=setup.window_ms):
-            winner_tries[r].value = lock.tries
+            winner_tries[r].value = tries.count
             with wins[r].get_lock():
                 wins[r].value += 1
         barrier.wait()  # the winner holds until every contender has given up
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Tally:
     first_try: int  # rounds the first try decided
     second_try: int  # the first try split; the next one decided
     later_try: int  # it took three tries or more
@@ -99,7 +102,7 @@ class Outcome:
     double: int  # rounds with two winners: must be 0
 
 
-def run(setup: Setup, clients: int) -> Outcome:
+def run(setup: Setup, clients: int) -> Tally:
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(clients)
     wins = [ctx.Value("i", 0) for _ in range(setup.rounds)]
@@ -116,7 +119,7 @@ def run(setup: Setup, clients: int) -> Outcome:
             raise RuntimeError(f"a client process failed (exit code {p.exitcode})")
     counts = [w.value for w in wins]
     tries = [t.value for t, c in zip(winner_tries, counts, strict=True) if c]
-    return Outcome(
+    return Tally(
         first_try=tries.count(1),
         second_try=tries.count(2),
         later_try=sum(1 for t in tries if t > 2),

@@ -19,7 +19,6 @@ from importlib import resources
 
 import pytest
 import redis
-from pytest_redis.executor import RedisExecutor
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from lockguide import (
@@ -35,6 +34,7 @@ from lockguide import (
     Redlock,
     WrongOwner,
 )
+from lockguide_lab.testbed import RedisServer
 from tests.support import Backend, real_backend, record_requests
 
 KEY = "lock:rules"
@@ -250,7 +250,7 @@ def test_three_sentinel_managed_masters_are_three_masters() -> None:
 
 @pytest.mark.real_redis
 def test_redlock_with_a_wrong_password_stops_at_once_naming_the_master(
-    redis_server: RedisExecutor, redis_masters: list[RedisExecutor]
+    redis_server: RedisServer, redis_masters: list[RedisServer]
 ) -> None:
     """Real servers only: fakeredis accepts any credentials."""
     backend = real_backend(redis_server, redis_masters)

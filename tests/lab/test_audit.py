@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from lockguide import redlock as redlock_module
+from lockguide import Redlock
 from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_on
+from lockguide_lab.audit.adapters import process_clock
+from lockguide_lab.audit.adapters.lockguide_redlock import NODE_TIMEOUT_MS, RedlockAdapter
 from lockguide_lab.audit.page import LIBRARIES, render
 from lockguide_lab.audit.servers import server_at
 from tests.docs.test_docs import ROOT
@@ -114,28 +116,44 @@ def test_watchdog_tells_the_holder_its_renewal_failed(
     assert "told the holder its hold was lost" in row.summary
 
 
-def test_drift_check_reaches_lockguide_redlock_arithmetic(
-    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Redlock reads its clock through a module-level copy of time.monotonic.
-    assert redlock_module._now is time.monotonic
-    monkeypatch.setattr(redlock_module, "validity_ms", lambda ttl, elapsed: ttl - elapsed)
-    report = audit_on("lockguide-redlock", audit_servers, backend="redis-server", checks=["drift"])
+class _RedlockWithoutDrift(RedlockAdapter):
+    """lockguide's Redlock told to allow no drift at all (its public options)."""
+
+    def make_lock(self, key: str, ttl_ms: int) -> Redlock:
+        return Redlock(
+            self.clients,
+            key,
+            ttl_ms,
+            node_timeout_ms=NODE_TIMEOUT_MS,
+            clock=process_clock,
+            drift_factor=0.0,
+            drift_floor_ms=0.0,
+        )
+
+
+class _RedlockOnTheWallClock(RedlockAdapter):
+    """lockguide's Redlock timed with ``time.time`` (looked up at each call)."""
+
+    def make_lock(self, key: str, ttl_ms: int) -> Redlock:
+        return Redlock(
+            self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=lambda: time.time()
+        )
+
+
+def test_drift_check_reaches_lockguide_redlock_arithmetic(audit_servers: list[Server]) -> None:
+    report = audit_on(_RedlockWithoutDrift, audit_servers, backend="redis-server", checks=["drift"])
     row = report.row("drift")
     assert row.status is Status.FAIL, row  # without the allowance it accepted inside it
     assert "inside the 12 ms drift allowance" in row.summary
-    assert redlock_module._now is time.monotonic  # the warp put the copy back
 
 
 def test_monotonic_check_catches_a_redlock_timed_by_the_wall_clock(
-    audit_servers: list[Server], monkeypatch: pytest.MonkeyPatch
+    audit_servers: list[Server],
 ) -> None:
-    monkeypatch.setattr(redlock_module, "_now", time.time)
     report = audit_on(
-        "lockguide-redlock", audit_servers, backend="redis-server", checks=["monotonic"]
+        _RedlockOnTheWallClock, audit_servers, backend="redis-server", checks=["monotonic"]
     )
     assert report.row("monotonic").status is Status.FAIL
-    assert redlock_module._now is time.time
 
 
 def test_every_timeout_lock_overlaps_after_a_pause(reports: dict[str, Report]) -> None:

@@ -131,6 +131,19 @@ def test_process_clocks_reach_module_level_copies_outside_the_standard_library(
     assert peer.clock is original
 
 
+def test_process_clocks_never_rebind_a_name_in_lockguide(monkeypatch: pytest.MonkeyPatch) -> None:
+    # lockguide's locks take clock= instead; a copy in a lockguide module stays real.
+    probe = types.ModuleType("lockguide.clock_probe")
+    probe.clock = time.monotonic  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lockguide.clock_probe", probe)
+    clock = VirtualClock(flowing=True)
+    with ProcessClocks(clock).installed():
+        clock.jump(5_000)
+        assert probe.clock is not time.monotonic  # the time module's is moved...
+        assert abs(probe.clock() - time.monotonic() + 5.0) < 0.5  # ...the copy is not
+    assert probe.clock is time.monotonic
+
+
 def test_a_module_imported_while_installed_gets_the_real_clock_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from lockguide import Lock, Redlock
 from lockguide.errors import BadArgument, BadArgumentType
 from lockguide_lab.errors import ScenarioError
 from lockguide_lab.scenarios import (
@@ -184,7 +185,7 @@ def test_a_clock_jump_on_one_master_hands_b_a_second_majority_and_the_version_re
         assert Kind.LOST in _kinds(timeline, "A"), timeline.table()
         assert _kinds(timeline, "B")[0] is Kind.ACQUIRED
         assert timeline.outcome.overlapping == ("A", "B")
-        assert Kind.RELEASE_REFUSED in _kinds(timeline, "A")  # MajorityLost: 2 of 5 left
+        assert Kind.RELEASE_REFUSED in _kinds(timeline, "A")  # 2 of 5 confirmed, 2 silent
     assert broken.final_value == "A's write"
     assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
     assert fixed.final_value == "B's write"
@@ -341,14 +342,21 @@ def test_virtual_clock_lands_every_run_on_the_same_milliseconds() -> None:
 
 
 def test_virtual_clock_moves_the_holders_own_deadline_too() -> None:
-    from lockguide import Lock
+    from lockguide_lab.scenarios import Run, Way
 
     with FakeTestbed() as testbed, testbed.running():
-        lock = Lock(testbed.server().client(), "lock:ledger", ttl_ms=10_000)
-        lock.acquire(blocking=False)
-        assert lock.validity_remaining_ms() > 9_000
+        run = Run(testbed, PausedHolder(), Way.BROKEN)
+        client = testbed.server().client()
+        locks: list[Lock | Redlock] = [
+            run.lock(client, "lock:one", ttl_ms=10_000),
+            run.fenced_lock(client, "lock:fenced", ttl_ms=10_000),
+            run.redlock([client], "lock:many", ttl_ms=10_000),
+        ]
+        for lock in locks:
+            assert lock.acquire(blocking=False)
+            assert lock.validity_remaining_ms() > 9_000
         testbed.clock.advance_to(testbed.clock.now_ms() + 20_000)
-        assert lock.validity_remaining_ms() == 0.0
+        assert [lock.validity_remaining_ms() for lock in locks] == [0.0, 0.0, 0.0]
 
 
 def test_client_testbed_runs_on_a_given_server_and_deletes_only_its_own_keys(

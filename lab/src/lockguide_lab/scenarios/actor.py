@@ -164,7 +164,9 @@ class Actor:
                 self.watchdog.release()
             else:
                 self.lock.release()
-        except LockError as error:
+        except (LockError, RedisError) as error:
+            # Refused, or not confirmed by enough masters (the lock object keeps
+            # its value to retry): either way this client's work under it is over.
             self._value = None
             self.run.record(self.name, Kind.RELEASE_REFUSED, _why(error))
             return
@@ -249,7 +251,12 @@ def _votes(attempt: Attempt | None) -> str:
     return text + (f" ({', '.join(others)})" if others else "")
 
 
-def _why(error: LockError) -> str:
+def _why(error: LockError | RedisError) -> str:
+    if isinstance(error, RedisError):
+        return (
+            f"{type(error).__name__}: too few masters confirmed, and those it cannot reach "
+            "did not answer; nothing of anyone else's was deleted"
+        )
     if isinstance(error, StaleToken):
         return "stale token"
     if isinstance(error, MajorityLost):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lockguide.errors import BadArgument
+from lockguide.fencing import counter_key_for
 from lockguide_lab.scenarios import settings
 from lockguide_lab.scenarios.lease import KEY, RESOURCE, b_tries_while_a_works, fenced_if_fixed
 from lockguide_lab.scenarios.resources import PlainResource, Resource
@@ -63,7 +64,7 @@ class FailoverLosesLock(Scenario):
         pair = run.testbed.failover_pair()
         a, b, resource = fenced_if_fixed(run, way, pair.client, self.ttl_ms)
         if self.earlier_grants:
-            a.servers[0].set(run.testbed.key(KEY) + ":fence", self.earlier_grants)
+            a.servers[0].set(counter_key_for(run.testbed.key(KEY)), self.earlier_grants)
         pair.sync()
         run.server_event("the replica has every write so far")
         pair.lag()

@@ -9,8 +9,11 @@ surface:
   public ``extend()`` from its own thread: the recorded ``Lock`` and
   ``FencedLock`` override it to note each renewal, and to wait while their
   actor is paused (its whole process is stopped, watchdog included);
-* the refused tries inside a Redlock's retry loop, which ``Redlock`` reports
-  to its ``on_attempt`` callback.
+* the tries inside a Redlock's retry loop, which ``Redlock`` reports to its
+  ``on_attempt`` callback.
+
+Every lockguide lock a run makes measures its lease on the run's clock
+(``clock=``), so on a virtual clock a holder's own deadline sees a pause too.
 """
 
 from __future__ import annotations
@@ -154,17 +157,20 @@ class RecordedFencedLock(FencedLock):
 
 
 class RecordedRedlock(Redlock):
-    """``Redlock`` whose every try is reported to its actor (a refused one as *not acquired*)."""
+    """``Redlock`` whose every try reaches its actor through ``on_attempt``.
+
+    A try that won sets when its lease began (``hooks.try_started``, the run's
+    time at the start of the try); one that lost is recorded as *not acquired*,
+    with its votes.
+    """
 
     def __init__(self, hooks: Hooks, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
         self.hooks = hooks
+        super().__init__(*args, on_attempt=self._attempted, **kwargs)
 
-    def _try_set(self, value: str, started: float) -> bool:
+    def _attempted(self, attempt: Attempt) -> None:
         hooks = self.hooks
-        hooks.try_started = hooks.now()
-        won = super()._try_set(value, started)
-        attempt = self.last_attempt
-        if not won and attempt is not None:
+        if attempt.acquired:
+            hooks.try_started = hooks.now() - attempt.verdict.elapsed_ms
+        else:
             hooks.on_try(attempt)
-        return won

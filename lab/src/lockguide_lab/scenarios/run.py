@@ -107,18 +107,23 @@ class Run:
         return actor
 
     def lock(self, client: redis.Redis, key: str, ttl_ms: int) -> Lock:
-        """A :class:`~lockguide.Lock` whose renewals (if any) are recorded."""
-        return RecordedLock(Hooks(self.now), client, key, ttl_ms)
+        """A :class:`~lockguide.Lock` on the run's clock, whose renewals (if any) are recorded."""
+        return RecordedLock(Hooks(self.now), client, key, ttl_ms, clock=self.clock.monotonic)
 
     def fenced_lock(self, client: redis.Redis, key: str, ttl_ms: int) -> FencedLock:
-        """A :class:`~lockguide.FencedLock` whose renewals (if any) are recorded."""
-        return RecordedFencedLock(Hooks(self.now), client, key, ttl_ms)
+        """A :class:`~lockguide.FencedLock` on the run's clock, its renewals recorded."""
+        return RecordedFencedLock(Hooks(self.now), client, key, ttl_ms, clock=self.clock.monotonic)
 
     def redlock(
         self, masters: Sequence[redis.Redis], key: str, ttl_ms: int, **options: Any
     ) -> Redlock:
-        """A :class:`~lockguide.Redlock` whose refused tries are recorded (``options`` as its)."""
-        return RecordedRedlock(Hooks(self.now), masters, key, ttl_ms, **options)
+        """A :class:`~lockguide.Redlock` on the run's clock, every try recorded.
+
+        ``options`` are Redlock's own (``node_timeout_ms``, ``retry_delay_ms``, ``rng``...).
+        """
+        return RecordedRedlock(
+            Hooks(self.now), masters, key, ttl_ms, clock=self.clock.monotonic, **options
+        )
 
     def server_event(self, detail: str) -> None:
         """Record something the servers did (``actor`` is ``"redis"``), then what it cost."""

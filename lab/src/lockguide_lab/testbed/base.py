@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -157,11 +156,10 @@ class Testbed:
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Around one scenario run: afterwards, forget what it created."""
-        with _clock_installed(self.clock):
-            try:
-                yield
-            finally:
-                self.reset()
+        try:
+            yield
+        finally:
+            self.reset()
 
     def reset(self) -> None:
         """Forget everything the last run created."""
@@ -181,31 +179,3 @@ def check_count(count: object) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise BadArgument(f"count must be a whole number of servers >= 1, got {count!r}")
     return count
-
-
-@contextlib.contextmanager
-def _clock_installed(clock: Clock) -> Iterator[None]:
-    """Until locks take ``clock=``: let lockguide's modules read the run's clock."""
-    import time
-    import types
-    from unittest import mock
-
-    import lockguide.lock
-    import lockguide.redlock
-
-    if not clock.virtual:
-        yield
-        return
-
-    class _Time(types.ModuleType):
-        def __getattr__(self, name: str) -> Any:
-            return getattr(time, name)
-
-    shim = _Time("time")
-    shim.monotonic = clock.monotonic  # type: ignore[attr-defined]
-    shim.time = clock.wall  # type: ignore[attr-defined]
-    with (
-        mock.patch.object(lockguide.lock, "time", shim),
-        mock.patch.object(lockguide.redlock, "_now", clock.monotonic),
-    ):
-        yield

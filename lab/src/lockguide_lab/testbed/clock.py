@@ -14,13 +14,14 @@ clock:
 
 How a virtual clock reaches the code that reads time:
 
-* a lockguide lock reads it while the testbed runs a scenario
-  (:meth:`~lockguide_lab.testbed.Testbed.running`);
+* a lockguide lock takes it as its ``clock=`` argument
+  (:meth:`Clock.monotonic`); nothing in ``lockguide`` is patched;
 * the fakeredis servers of :mod:`lockguide_lab.testbed.fakeserver` stamp each
   command with :meth:`VirtualClock.wall` and expire keys against it;
 * a library that offers no clock argument (the audit's peers) is reached by
   :class:`ProcessClocks`, which makes the ``time`` module's clocks read the
-  virtual clock while it is installed.
+  virtual clock while it is installed. It never rebinds a name in
+  ``lockguide``, whose locks get their clock as an argument.
 
 Threads still run in real time: a jump is a moment in which no thread of this
 process ran, which is exactly what a stop-the-world pause is.
@@ -197,8 +198,8 @@ class ProcessClocks:
     forms, and ``timeit.default_timer``) returns the real reading plus how far
     ``clock`` is ahead (:meth:`VirtualClock.ahead_s`), and so does every
     module-level copy of one of them (``from time import monotonic``,
-    ``_now = time.monotonic``) outside the standard library and the lab.
-    ``wall_only=True``
+    ``_now = time.monotonic``) outside the standard library, the lab and
+    ``lockguide`` (whose locks take ``clock=`` instead). ``wall_only=True``
     moves only ``time.time`` / ``time.time_ns``: a library whose verdict
     changes then is timing itself with the wall clock.
 
@@ -250,8 +251,8 @@ class ProcessClocks:
 
 
 #: Top-level packages whose module-level clock copies :class:`ProcessClocks` leaves alone:
-#: the lab times itself on real clocks.
-_UNTOUCHED = frozenset({"lockguide_lab"})
+#: the lab times itself on real clocks, and lockguide's locks take ``clock=`` instead.
+_UNTOUCHED = frozenset({"lockguide", "lockguide_lab"})
 
 
 def _copies(
@@ -259,7 +260,7 @@ def _copies(
 ) -> list[tuple[dict[str, Any], str, str]]:
     """``(module namespace, name, clock)`` for each module-level copy of a clock.
 
-    Unless ``everywhere``, the standard library and the lab are skipped.
+    Unless ``everywhere``, the standard library, the lab and lockguide are skipped.
     """
     by_id = {id(func): name for name, func in clocks.items()}
     found = []

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from lockguide import FencedLock, Lock
 from lockguide_lab.audit.adapter import Server
+from lockguide_lab.audit.adapters import process_clock
 from lockguide_lab.audit.adapters.lockguide_lock import LockguideAdapter, LockguideHolder
 
 
@@ -23,7 +24,9 @@ class FencedAdapter(LockguideAdapter):
     holder_class = FencedHolder
 
     def make_lock(self, key: str, ttl_ms: int) -> Lock:
-        return FencedLock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0))
+        return FencedLock(
+            self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock
+        )
 
 
 def adapter(servers: Sequence[Server]) -> FencedAdapter:

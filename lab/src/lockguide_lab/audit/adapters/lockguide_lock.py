@@ -13,7 +13,7 @@ import redis
 
 from lockguide import Lock, Redlock, Watchdog
 from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
-from lockguide_lab.audit.adapters import version_of
+from lockguide_lab.audit.adapters import process_clock, version_of
 
 
 @dataclass
@@ -25,7 +25,10 @@ class LockguideHolder:
     watchdog: Watchdog | None = None
 
     def acquire(self, wait_ms: float = 0) -> bool:
-        got = self.lock.acquire(blocking=wait_ms > 0, timeout_ms=wait_ms)
+        if wait_ms > 0:
+            got = self.lock.acquire(timeout_ms=wait_ms)
+        else:
+            got = self.lock.acquire(blocking=False)
         if got and self.renew:
             assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
             self.watchdog = Watchdog(self.lock)
@@ -65,7 +68,7 @@ class LockguideAdapter:
         self.client: redis.Redis = servers[0].connect()
 
     def make_lock(self, key: str, ttl_ms: int) -> Lock:
-        return Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0))
+        return Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock)
 
     def holder(
         self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False

@@ -20,7 +20,7 @@ import redis
 from lockguide import Redlock
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS
 from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
-from lockguide_lab.audit.adapters import version_of
+from lockguide_lab.audit.adapters import process_clock, version_of
 from lockguide_lab.audit.adapters.lockguide_lock import LockguideHolder
 from lockguide_lab.audit.checks import LINK_DELAY_S
 
@@ -45,7 +45,13 @@ class RedlockAdapter:
         if ttl_ms in (DEFAULT, NO_EXPIRY):
             raise Unsupported("ttl_ms is a required, positive argument")
         assert isinstance(ttl_ms, int)
-        return LockguideHolder(Redlock(self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS))
+        return LockguideHolder(self.make_lock(key, ttl_ms))
+
+    def make_lock(self, key: str, ttl_ms: int) -> Redlock:
+        """The lock of one holder: the per-master timeout above, the process's clock."""
+        return Redlock(
+            self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=process_clock
+        )
 
     def close(self) -> None:
         for client in self.clients:
