@@ -200,7 +200,7 @@ class ProcessClocks:
     module-level copy of one of them (``from time import monotonic``,
     ``_now = time.monotonic``) outside the standard library, the lab and
     ``lockguide`` (whose locks take ``clock=`` instead). ``wall_only=True``
-    moves only ``time.time`` / ``time.time_ns``: a library whose verdict
+    moves only ``time.time`` / ``time.time_ns``: a library whose answer
     changes then is timing itself with the wall clock.
 
     A library that hides a clock elsewhere (a default argument, an attribute

@@ -102,12 +102,12 @@ class ReplyGate:
             client.sendall(reply)
 
 
-def _warped_acquire(
+def _acquire_in_a_jump(
     session: AuditSession, wall_only: bool, jump_ms: float, key: str
 ) -> tuple[bool, bool]:
-    """One acquire through proxies that makes it appear to take ``jump_ms``.
+    """One acquire through links that makes it appear to take ``jump_ms``.
 
-    The proxies hold the replies to the lock's ``SET`` until every master has
+    The links hold the replies to the lock's ``SET`` until every master has
     answered, then release them all and advance the clocks in one step (see
     :class:`ReplyGate`): to the library, the attempt
     lasted ``jump_ms`` from its first ``SET``, as if its process had paused
@@ -142,13 +142,13 @@ def check_drift(session: AuditSession) -> Row:
     session.require_real("holding the replies and advancing the clocks (a link)")
     ttl = DRIFT_TTL_MS
     allowance = drift_ms(ttl)
-    control, jumped = _warped_acquire(session, False, ttl + 50, "audit:drift:control")
+    control, jumped = _acquire_in_a_jump(session, False, ttl + 50, "audit:drift:control")
     if not jumped:
         raise CheckError("no SET of the lock passed the links")
     room = ttl - allowance - DRIFT_ROOM_MS
-    spare, _ = _warped_acquire(session, False, room, "audit:drift:room")
+    spare, _ = _acquire_in_a_jump(session, False, room, "audit:drift:room")
     inside = ttl - allowance / 2 - 2
-    window, _ = _warped_acquire(session, False, inside, "audit:drift:window")
+    window, _ = _acquire_in_a_jump(session, False, inside, "audit:drift:window")
     details = [
         f"lease {ttl} ms, drift allowance 1% + 2 ms = {allowance:.0f} ms",
         f"clocks advanced {ttl + 50} ms during the attempt: acquired={control}",
@@ -193,7 +193,7 @@ def check_monotonic(session: AuditSession) -> Row:
     redlock_only(session, "monotonic")
     session.require_real("holding the replies and advancing the clocks (a link)")
     ttl = DRIFT_TTL_MS
-    control, jumped = _warped_acquire(session, False, ttl + 50, "audit:clock:control")
+    control, jumped = _acquire_in_a_jump(session, False, ttl + 50, "audit:clock:control")
     if not jumped:
         raise CheckError("no SET of the lock passed the links")
     if control:
@@ -202,7 +202,7 @@ def check_monotonic(session: AuditSession) -> Row:
             Status.NOT_RUN,
             "inconclusive: the lock ignored an acquisition longer than its TTL",
         )
-    wall, _ = _warped_acquire(session, True, ttl + 50, "audit:clock:wall")
+    wall, _ = _acquire_in_a_jump(session, True, ttl + 50, "audit:clock:wall")
     details = [
         f"all clocks advanced {ttl + 50} ms mid-attempt: refused",
         f"only the wall clock (time.time) advanced {ttl + 50} ms: acquired={wall}",
