@@ -92,12 +92,12 @@ def b_tries_while_a_works(
     client reads the versioned resource right after acquiring.
     """
 
-    def acquire_and_write(holder: Actor) -> bool:
-        if not holder.acquire():
+    def acquire_and_write(actor: Actor) -> bool:
+        if not actor.acquire():
             return False
         if reads is not None:
-            holder.read(reads)
-        holder.write(resource)
+            actor.read(reads)
+        actor.write(resource)
         return True
 
     run.at(20)
@@ -117,11 +117,11 @@ def b_tries_while_a_works(
 
 def _finish(run: Run, resource: Resource, *waiting: Actor) -> None:
     """Clients that were refused try again once the others are done; all release."""
-    for holder in waiting:
-        if holder.value is None and not holder.wrote and holder.acquire():
-            holder.write(resource)
-        if holder.value is not None:
-            holder.release()
+    for actor in waiting:
+        if actor.value is None and not actor.wrote and actor.acquire():
+            actor.write(resource)
+        if actor.value is not None:
+            actor.release()
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class BareDelAfterExpiry(_PauseScenario):
     def script(self, run: Run, way: Way) -> Resource:
         server = run.testbed.server()
         resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
-        holders = []
+        actors = []
         for name in "ABC":
             client = server.client()
             lock = (
@@ -216,8 +216,8 @@ class BareDelAfterExpiry(_PauseScenario):
                 if way is Way.BROKEN
                 else run.lock(client, run.testbed.key(KEY), self.ttl_ms)
             )
-            holders.append(run.actor(name, lock, [client]))
-        a, b, c = holders
+            actors.append(run.actor(name, lock, [client]))
+        a, b, c = actors
         a.acquire()
         a.pause("a stop-the-world garbage collection")
         run.at(_arrival(self.ttl_ms, self.pause_ms))

@@ -43,15 +43,15 @@ def _partitioned(run: Run, nodes: list[LockServer], ttl_ms: int) -> tuple[Actor,
     """
     admin = [node.client() for node in nodes]
     views = {"A": (0, 1, 2), "B": (2, 3, 4)}
-    holders = []
+    actors = []
     for name, reach in views.items():
         masters = [
             node.client() if i in reach else run.testbed.unreachable_client()
             for i, node in enumerate(nodes)
         ]
         lock = run.redlock(masters, run.testbed.key(KEY), ttl_ms)
-        holders.append(run.actor(name, lock, admin))
-    return holders[0], holders[1]
+        actors.append(run.actor(name, lock, admin))
+    return actors[0], actors[1]
 
 
 @dataclass(frozen=True)
@@ -289,7 +289,7 @@ class SplitVote(Scenario):
         nodes = run.testbed.servers(MASTERS)
         admin = [node.client() for node in nodes]
         resource = PlainResource(run.testbed.resource_client(), run.testbed.key(RESOURCE))
-        holders: list[tuple[Actor, Redlock]] = []
+        contenders: list[tuple[Actor, Redlock]] = []
         for c in range(self.contenders):
             masters: list[redis.Redis] = [
                 node.link(0 if i % self.contenders == c else self.far_ms)
@@ -303,19 +303,19 @@ class SplitVote(Scenario):
                 retry_delay_ms=(self.retry_low_ms, self.retry_high_ms),
                 rng=_Midpoint() if way is Way.BROKEN else None,
             )
-            holders.append((run.actor("ABCDE"[c], lock, admin), lock))
+            contenders.append((run.actor("ABCDE"[c], lock, admin), lock))
 
         # The run starts when every client is ready, connections open: not part of the story.
-        start = threading.Barrier(len(holders), action=run.begin)
+        start = threading.Barrier(len(contenders), action=run.begin)
         failures: list[BaseException] = []
 
-        def contend(holder: Actor, lock: Redlock) -> None:
+        def contend(actor: Actor, lock: Redlock) -> None:
             try:
                 _warm_up(lock)
                 start.wait()
-                if holder.acquire(timeout_ms=self.window_ms):
-                    holder.write(resource)
-                    holder.release()
+                if actor.acquire(timeout_ms=self.window_ms):
+                    actor.write(resource)
+                    actor.release()
             except BaseException as error:  # reported by the main thread
                 failures.append(error)
                 start.abort()
@@ -324,7 +324,7 @@ class SplitVote(Scenario):
             threading.Thread(
                 target=contend, args=pair, name=f"contender-{pair[0].name}", daemon=True
             )
-            for pair in holders
+            for pair in contenders
         ]
         for thread in threads:
             thread.start()
