@@ -130,11 +130,10 @@ class MasterError(LockError):
         self.key = key
         self.master = master
         self.error = error
-        LockError.__init__(
-            self,
+        super().__init__(
             f"lock {key!r}: masters[{master}] ({address}) answered {type(error).__name__}: "
             f"{error}. No retry can fix that: correct the master's configuration or the "
-            "client's credentials.",
+            "client's credentials."
         )
 
 

@@ -280,16 +280,9 @@ Paramstyle = Literal["named", "pyformat"]
 class SqlFencedStore:
     """A row in a SQL table that only accepts writes with a newer fencing token.
 
-    :meth:`setup` creates the table, one row per resource::
-
-        CREATE TABLE fenced_resource (
-            name        TEXT PRIMARY KEY,
-            value       TEXT,
-            fence_token BIGINT NOT NULL
-        )
-
-    and a write is one conditional statement, the check and the write in one
-    atomic step (one row changed means accepted)::
+    :meth:`setup` creates the table (``name`` primary key, ``value``,
+    ``fence_token``), one row per resource. A write is one conditional statement,
+    the check and the write in one atomic step (one row changed means accepted)::
 
         UPDATE fenced_resource SET value = :value, fence_token = :token
          WHERE name = :name AND fence_token < :token
@@ -353,14 +346,10 @@ class SqlFencedStore:
     def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far, and commit."""
         token, value = _check_write(token, value)
+        sql = f"UPDATE {self._table} SET value = :value, fence_token = :token"
+        sql += " WHERE name = :name AND fence_token < :token"
         try:
-            changed, _ = self._execute(
-                f"UPDATE {self._table} SET value = :value, fence_token = :token"
-                " WHERE name = :name AND fence_token < :token",
-                name=self._name,
-                value=value,
-                token=token,
-            )
+            changed, _ = self._execute(sql, name=self._name, value=value, token=token)
             if changed != 1:
                 return WriteResult(accepted=False, token=token, highest=self.read().token)
             self._connection.commit()

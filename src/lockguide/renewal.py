@@ -2,21 +2,17 @@
 
 The story this module is written against, in order:
 
-1. Client A holds ``lock:report`` with a 30 s lease; the report usually takes
-   10 s, on a bad day 40 s.
-2. A watchdog thread in A extends the lease every 10 s with compare-and-pexpire
-   (only while the key still holds A's value). The slow day overlaps nobody.
-3. A loses the key anyway (a failover to a replica that never saw it, an
-   operator's ``DEL``) and B acquires. The next extension finds B's value. The
-   watchdog must not take the lock back, nor keep quiet: it sets a flag A checks
-   before each write, and A's release raises :class:`~lockguide.RenewalFailed`.
-4. A's whole process stops for 40 s (a garbage-collection pause, a stalled VM),
-   and its watchdog thread with it. B acquires; A resumes and may write before
-   the watchdog runs. **Renewal cannot fix a pause**; only a fencing token
-   checked by the resource can refuse A's late write.
+1. A holds ``lock:report`` with a 30 s lease; the report takes 10 s, 40 s on a bad day.
+2. A watchdog thread in A extends the lease every 10 s, only while the key still holds
+   A's value (compare-and-pexpire). The slow day overlaps nobody.
+3. A loses the key anyway (a failover, an operator's ``DEL``) and B acquires. The next
+   extension finds B's value: the watchdog must neither take the lock back nor keep
+   quiet, so it flags the loss, which A checks before each write.
+4. A's whole process pauses for 40 s, watchdog included; B acquires, and A may write
+   before its watchdog runs again. **Renewal cannot fix a pause**: only a fencing
+   token checked by the resource can refuse A's late write.
 
-So the watchdog is for work sometimes slower than the TTL, not for pauses, and
-after ``max_renewals`` extensions it stops, as if there were none.
+So the watchdog is for slow work, not pauses, and stops after ``max_renewals``.
 """
 
 from __future__ import annotations
@@ -73,8 +69,7 @@ class Watchdog:
         if not isinstance(lock, Lock):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
         self._lock = lock
-        if every_ms is None:
-            every_ms = lock.ttl_ms / 3
+        every_ms = lock.ttl_ms / 3 if every_ms is None else every_ms
         interval = check_ms(every_ms, "every_ms")
         if not 0 < interval < lock.ttl_ms:
             raise BadArgument(
@@ -127,16 +122,14 @@ class Watchdog:
             RenewalFailed: a renewal failed, or the lease ran out (after
                 ``max_renewals``, or while the whole process was paused).
         """
-        if self._error is not None:
-            self._reported = True
-            raise self._error
-        if self._lock.validity_remaining_ms() <= 0:  # the thread may not have run yet
-            self._reported = True
-            raise RenewalFailed(
-                self._lock.key,
-                "the lease has run out on this process's clock (the renewal bound was "
-                "reached, or the process was paused and the watchdog with it)",
-            )
+        if self._error is None and self._lock.validity_remaining_ms() > 0:
+            return
+        self._reported = True
+        raise self._error or RenewalFailed(  # the thread may not have noticed yet
+            self._lock.key,
+            "the lease has run out on this process's clock (the renewal bound was "
+            "reached, or the process was paused and the watchdog with it)",
+        )
 
     def start(self) -> None:
         """Start renewing the held lock.
