@@ -102,17 +102,12 @@ class FencedLock(Lock):
     succeeded, ``INCR`` of a counter, so each acquisition of the key gets a larger
     token, in the same round trip. Pass :attr:`token` with every write to a
     resource that checks it (:class:`FencedStore`, :class:`SqlFencedStore`, your
-    own). Release and extend are :class:`~lockguide.Lock`'s; extending keeps the token.
+    own). Arguments, release and extend are :class:`~lockguide.Lock`'s (extending
+    keeps the token), plus:
 
     Args:
-        client: a ``redis.Redis``.
-        key: the lock key, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a whole number of milliseconds.
-        counter_key: where the token counter lives; it never expires. The
-            default (:func:`counter_key_for`) shares the lock key's Redis
-            Cluster hash slot.
-        timeout_ms, retry_delay_ms, request_timeout_ms, drift_factor,
-            drift_floor_ms, clock: as for :class:`~lockguide.Lock`.
+        counter_key: where the token counter lives; it never expires. The default
+            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
 
     The counter is only as durable as its Redis. If a failover or a restart loses
     increments, new tokens repeat old ones: a resource refuses those below the
