@@ -12,29 +12,15 @@ class LockError(Exception):
 
 
 class BadArgument(LockError, ValueError):
-    """An argument was rejected before anything was sent to Redis.
-
-    Raised while constructing a lock (or calling one of its methods) with a value
-    that cannot work: a TTL that is not a positive whole number of milliseconds,
-    an empty key, a negative timeout. Fix the call; retrying it will not help.
-    """
+    """An argument that cannot work (an empty key, a negative TTL), refused before any request."""
 
 
 class BadArgumentType(BadArgument, TypeError):
-    """An argument had the wrong type (for example a TTL given as ``1.5`` or ``"30s"``).
-
-    It is also a :class:`BadArgument` and a :class:`TypeError`.
-    """
+    """An argument of the wrong type (a TTL of ``1.5`` or ``"30s"``); also a ``TypeError``."""
 
 
 class NotAcquired(LockError):
-    """The lock could not be acquired: somebody else holds it.
-
-    Raised by ``with lock:`` when the attempt ends without the lock
-    (:meth:`Lock.acquire` returns ``False`` instead). The critical section
-    did **not** run. Retry later, give up, or raise ``timeout_ms`` if waiting
-    longer is acceptable.
-    """
+    """``with lock:`` did not get the lock (:meth:`Lock.acquire` returns ``False``)."""
 
     def __init__(self, key: str, waited_ms: float) -> None:
         self.key = key
@@ -46,63 +32,39 @@ class NotAcquired(LockError):
 
 
 class NotOwned(LockError):
-    """This lock object does not hold the lock, so it cannot release or extend it.
+    """Release or extend by a lock object that does not hold the lock: a bug in the caller."""
 
-    It was never acquired, or it was already released. This is a bug in the
-    calling code (a double release, or a release without an acquire).
-    """
+    _message = (
+        "cannot {action} lock {key!r}: this Lock object does not hold it "
+        "(never acquired, or already released). Check the acquire/release pairing."
+    )
 
     def __init__(self, key: str, action: str) -> None:
         self.key = key
-        super().__init__(
-            f"cannot {action} lock {key!r}: this Lock object does not hold it "
-            "(never acquired, or already released). Check the acquire/release pairing."
-        )
+        super().__init__(self._message.format(key=key, action=action))
 
 
 class WrongOwner(NotOwned):
-    """Another thread than the one that acquired the lock tried to release or extend it.
+    """Release or extend from a thread other than the acquiring one (or its watchdog)."""
 
-    A lock object belongs to the thread that acquired it (and to the renewal
-    watchdog started on it). Sharing one object between threads would let any
-    of them delete the holder's key while the holder still works. Give each
-    thread its own lock object; nothing was sent.
-    """
-
-    def __init__(self, key: str, action: str) -> None:
-        self.key = key
-        LockError.__init__(
-            self,
-            f"cannot {action} lock {key!r} from this thread: another thread acquired it, "
-            "and only that thread may release or extend it. Give each thread its own lock "
-            "object.",
-        )
+    _message = (
+        "cannot {action} lock {key!r} from this thread: another thread acquired it, "
+        "and only that thread may release or extend it. Give each thread its own lock object."
+    )
 
 
 class LockLost(NotOwned):
-    """The lock was held, but Redis no longer has this holder's value.
+    """The lease expired: Redis no longer has this holder's value. Nothing was changed."""
 
-    The lease expired (the work outlived the TTL, or the process paused) and the
-    key is gone or now belongs to someone else. Nothing was deleted or extended.
-    Any write made after the deadline may have overlapped with another holder:
-    treat its result as suspect, and protect the resource with a fencing token.
-    """
-
-    def __init__(self, key: str, action: str) -> None:
-        self.key = key
-        LockError.__init__(
-            self,
-            f"cannot {action} lock {key!r}: its lease expired and the key is gone or "
-            "held by someone else. Work done after the deadline may have overlapped "
-            "another holder; only a fencing check at the resource can refuse it.",
-        )
+    _message = (
+        "cannot {action} lock {key!r}: its lease expired and the key is gone or "
+        "held by someone else. Work done after the deadline may have overlapped "
+        "another holder; only a fencing check at the resource can refuse it."
+    )
 
 
 class AlreadyAcquired(LockError):
-    """``acquire`` was called on a lock object that already holds the lock.
-
-    Locks here are not re-entrant: release first, or use a separate object.
-    """
+    """``acquire`` on a lock object that already holds the lock; locks are not re-entrant."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -113,13 +75,10 @@ class AlreadyAcquired(LockError):
 
 
 class StaleToken(LockError):
-    """A fenced resource refused a write because its fencing token is stale.
+    """A fenced resource refused a write: it already accepted a token at least as high.
 
-    The resource has already accepted a write with a token at least as high as
-    this one, so a newer holder of the lock exists (this holder's lease expired,
-    perhaps during a pause it never noticed). Nothing was written. Stop: do not
-    retry with the same token; acquire the lock again for a fresh one if the
-    work still needs doing.
+    This holder's lease expired, perhaps in a pause it never noticed. Do not retry
+    with the same token.
     """
 
     def __init__(self, resource: str, token: int, highest: int) -> None:
@@ -134,12 +93,7 @@ class StaleToken(LockError):
 
 
 class VersionConflict(LockError):
-    """An optimistic update gave up: the version kept changing under it.
-
-    Every attempt read the value, computed a new one, and found at write time
-    that somebody else had written in between. Nothing was written by the last
-    attempt. Retry later, allow more retries, or reduce contention on the key.
-    """
+    """An optimistic update gave up: another writer changed the version before every attempt."""
 
     def __init__(self, key: str, attempts: int) -> None:
         self.key = key
@@ -152,13 +106,7 @@ class VersionConflict(LockError):
 
 
 class RenewalFailed(LockLost):
-    """The watchdog could not renew the lease, so the lock may belong to someone else.
-
-    The key was gone or held another value when the watchdog tried to extend
-    it, or Redis could not be reached before the lease ran out. The watchdog
-    stopped renewing (it never renews a lock it no longer owns). Do not write
-    to the protected resource: another holder may be working on it.
-    """
+    """The watchdog found the key lost, or could not reach Redis in time, and stopped renewing."""
 
     def __init__(self, key: str, reason: str) -> None:
         self.key = key
@@ -172,34 +120,28 @@ class RenewalFailed(LockLost):
 
 
 class MasterError(LockError):
-    """A Redlock master answered with an error that no retry can fix.
+    """A Redlock master answered with an error no retry can fix (credentials, permissions).
 
-    Wrong credentials, a missing permission, a master that is read-only or
-    refuses writes: trying again would fail the same way, so the attempt stops
-    at once (after releasing whatever it was granted on every master), naming
-    the master. ``error`` is redis-py's exception; it is also ``__cause__``.
+    The attempt stopped at once, after releasing whatever it was granted. ``error``
+    is redis-py's exception, also ``__cause__``.
     """
 
     def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
         self.key = key
         self.master = master
         self.error = error
-        LockError.__init__(
-            self,
+        super().__init__(
             f"lock {key!r}: masters[{master}] ({address}) answered {type(error).__name__}: "
             f"{error}. No retry can fix that: correct the master's configuration or the "
-            "client's credentials.",
+            "client's credentials."
         )
 
 
 class NoQuorum(NotAcquired):
     """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
 
-    Raised by ``with redlock:`` when the attempt ends without the lock. The
-    counts come from the last try: masters that granted the key, masters that
-    refused it (another owner holds it there) and masters that failed: an error,
-    or no answer within the per-node timeout. Whatever was granted has already been released
-    on every master. The protected work did **not** run.
+    The counts are from the last try; ``failed`` covers errors and no answer within
+    the per-node timeout. Whatever was granted has been released on every master.
     """
 
     def __init__(
@@ -233,11 +175,8 @@ class NoQuorum(NotAcquired):
 class MajorityLost(LockLost):
     """Fewer than a majority of masters still held this Redlock holder's value.
 
-    Raised by :meth:`Redlock.release` and :meth:`Redlock.extend`. The lease
-    expired on enough masters (or they restarted empty, or did not answer) that
-    another client may have won a majority meanwhile. ``confirmed`` masters
-    still had the value; the rest were left untouched if someone else holds
-    them. Treat work done near or after the deadline as suspect.
+    Raised by :meth:`Redlock.release` and :meth:`Redlock.extend`; ``confirmed``
+    masters still had it, and masters someone else holds were left untouched.
     """
 
     def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
@@ -256,13 +195,7 @@ class MajorityLost(LockLost):
 
 
 class ExtensionLimitReached(LockError):
-    """A Redlock refused to extend its lease again: it was extended ``max_extensions`` times.
-
-    Nothing was sent. The lock is still held until its current validity runs out.
-    A bound on extensions keeps a stuck holder from keeping the lock forever:
-    finish (or abandon) the work and release, or construct the Redlock with a
-    larger ``max_extensions`` if the work legitimately takes longer.
-    """
+    """A Redlock was extended ``max_extensions`` times already (a bound against stuck holders)."""
 
     def __init__(self, key: str, max_extensions: int) -> None:
         self.key = key

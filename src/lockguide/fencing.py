@@ -2,26 +2,18 @@
 
 The story this module is written against, in order:
 
-1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws
-   fencing token 1 from a counter that only ever goes up.
-2. A pauses (a garbage-collection pause, a stalled VM, a page fault) for
-   longer than its lease. The key expires. A does not know.
-3. Client B acquires the lock and draws token 2. B writes to the resource with
-   token 2; the resource remembers that 2 is the highest token it has accepted.
-4. A wakes up, still believing it holds the lock, and writes with token 1.
-   The resource compares 1 with 2 and **refuses** the write.
+1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws token 1
+   from a counter that only goes up.
+2. A pauses (garbage collection, a stalled VM) past its lease. The key expires;
+   A does not know.
+3. B acquires, draws token 2 and writes with it; the resource remembers 2.
+4. A wakes up and writes with token 1. The resource **refuses** it: 1 < 2.
 
-Steps 1-3 are the lock's job; step 4 is the resource's, and no lock can do it
-for the resource: the paused client does not know it is stale, so only the
-party that receives the write can tell. Hence two halves here:
-
-* :class:`FencedLock` issues the token atomically with the lock (one Lua
-  script, one round trip): nobody can get a token without the lock, or the lock
-  without a token, and tokens strictly increase per lock key.
-* :class:`FencedStore` (a Redis hash, checked by a Lua script) and
-  :class:`SqlFencedStore` (a table updated with ``WHERE fence_token < :token``)
-  accept a write only if its token is greater than every token they have
-  accepted, atomically with the write, and report a refusal as such.
+Step 4 is the resource's job, since the paused client cannot know it is stale.
+Hence two halves: :class:`FencedLock` issues the token with the lock in one Lua
+script (no token without the lock, tokens increase per key), and
+:class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept
+a write only if its token beats every one they accepted, atomically with the write.
 """
 
 from __future__ import annotations
@@ -74,21 +66,28 @@ def check_token(token: object) -> int:
     return token
 
 
-def _check_value(value: object) -> str:
+def _check_write(token: object, value: object) -> tuple[int, str]:
+    """A valid token and a ``str`` value, checked before anything is sent."""
+    token = check_token(token)
     if not isinstance(value, str):
         raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
-    return value
+    return token, value
+
+
+def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
+    """``result`` if the write was accepted; :class:`~lockguide.StaleToken` if not."""
+    if not result.accepted:
+        raise StaleToken(resource, result.token, result.highest)
+    return result
 
 
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    Redis Cluster hashes only the part of a key inside ``{...}`` when there is
-    one. A key with a hash tag keeps it (``"{ledger}:lock"`` ->
-    ``"{ledger}:lock:fence"``); any other key becomes the tag itself
-    (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), whose slot is the slot of
-    ``"lock:ledger"``. Either way the script that takes the lock and draws the
-    token touches one slot only.
+    Redis Cluster hashes only the ``{...}`` part of a key that has one, so a tagged
+    key keeps its tag (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``) and any
+    other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``). Either
+    way, taking the lock and drawing the token touch one slot.
     """
     opening = key.find("{")
     if opening >= 0 and key.find("}", opening + 2) > opening:
@@ -99,34 +98,22 @@ def counter_key_for(key: str) -> str:
 class FencedLock(Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
-    Acquiring runs one Lua script that does ``SET key value NX PX ttl`` and, only
-    if that succeeded, ``INCR`` on a counter key, returning the new count. So the
-    token is issued atomically with the lock, in the same round trip, and each
-    successful acquisition of the same key gets a larger token than the last.
-
-    Pass :attr:`token` with every write to a resource that checks it
-    (:class:`FencedStore`, :class:`SqlFencedStore`, or your own). Release and
-    extend work exactly as for :class:`~lockguide.Lock`; extending keeps the token,
-    because it is the same acquisition.
+    Acquiring runs one Lua script: ``SET key value NX PX ttl`` and, only if that
+    succeeded, ``INCR`` of a counter, so each acquisition of the key gets a larger
+    token, in the same round trip. Pass :attr:`token` with every write to a
+    resource that checks it (:class:`FencedStore`, :class:`SqlFencedStore`, your
+    own). Arguments, release and extend are :class:`~lockguide.Lock`'s (extending
+    keeps the token), plus:
 
     Args:
-        client: a ``redis.Redis``.
-        key: the lock key, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a whole number of milliseconds.
-        counter_key: where the token counter lives; it never expires. The
-            default (:func:`counter_key_for`) shares the lock key's Redis
-            Cluster hash slot.
-        timeout_ms, retry_delay_ms, request_timeout_ms, drift_factor,
-            drift_floor_ms, clock: as for :class:`~lockguide.Lock`.
+        counter_key: where the token counter lives; it never expires. The default
+            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
 
-    The counter is only as durable as the Redis instance it lives on. If a
-    failover or a restart without persistence loses increments, new tokens
-    restart lower than some already handed out. A resource then refuses them
-    until they pass the highest it has *seen*, but a token it has not seen yet
-    (a holder that drew it and has not written) can be beaten by a lower one:
-    the lower token writes first and the higher, older holder's write is
-    accepted on top. Keep the counter where increments are not lost
-    (``appendfsync always``, or a database sequence) when that matters.
+    The counter is only as durable as its Redis. If a failover or a restart loses
+    increments, new tokens repeat old ones: a resource refuses those below the
+    highest it has *seen*, but an older holder's unseen higher token is then
+    accepted after a newer holder's lower one. Keep the counter where increments
+    are not lost (``appendfsync always``, a database sequence) when that matters.
     """
 
     def __init__(
@@ -186,6 +173,7 @@ class FencedLock(Lock):
         return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
     def _grant(self, value: str) -> bool:
+        """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
         token = int(FENCED_ACQUIRE(self._redis, keys, (value, self._ttl_ms)))
         self._token = token or None
@@ -222,17 +210,14 @@ class Stored:
 class FencedStore:
     """A value in a Redis hash that only accepts writes with a newer fencing token.
 
-    The hash holds two fields, ``value`` and ``token`` (the highest accepted).
-    A Lua script compares the write's token with ``token`` and writes both
-    fields only if the new token is greater, all in one atomic step.
+    The hash holds ``value`` and ``token`` (the highest accepted); a Lua script
+    writes both only if the write's token is greater, in one atomic step.
 
     Args:
-        client: a connected ``redis.Redis`` (it may be a different server from
-            the lock's).
+        client: a connected ``redis.Redis`` (may be another server than the lock's).
         key: the hash's key, e.g. ``"ledger:balance"``.
-        lock: the :class:`FencedLock` whose tokens this store will check, when
-            both live on the same Redis. Its keys are compared with ``key`` so
-            the lock and the data cannot overwrite each other.
+        lock: the :class:`FencedLock` whose tokens this store checks, if on the
+            same Redis: its keys must differ from ``key``.
     """
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
@@ -254,27 +239,18 @@ class FencedStore:
         return self._key
 
     def try_write(self, token: int, value: str) -> WriteResult:
-        """Store ``value`` if ``token`` beats every token accepted so far.
-
-        Returns a :class:`WriteResult` whose ``accepted`` says what happened;
-        use :meth:`write` to get an exception instead.
-        """
-        token = check_token(token)
-        value = _check_value(value)
+        """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
+        token, value = _check_write(token, value)
         accepted, highest = FENCED_WRITE(self._client, (self._key,), (token, value))
         return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
 
     def write(self, token: int, value: str) -> WriteResult:
-        """Store ``value`` if ``token`` beats every token accepted so far.
+        """Like :meth:`try_write`, but a refusal raises.
 
         Raises:
-            StaleToken: a write with a token at least as high was already
-                accepted; nothing was written.
+            StaleToken: a token at least as high was already accepted; nothing written.
         """
-        result = self.try_write(token, value)
-        if not result.accepted:
-            raise StaleToken(self._key, token, result.highest)
-        return result
+        return _raise_if_refused(self._key, self.try_write(token, value))
 
     def read(self) -> Stored:
         """The current value and the highest token accepted."""
@@ -299,28 +275,19 @@ Paramstyle = Literal["named", "pyformat"]
 class SqlFencedStore:
     """A row in a SQL table that only accepts writes with a newer fencing token.
 
-    The table (created by :meth:`setup`) has one row per resource::
-
-        CREATE TABLE fenced_resource (
-            name        TEXT PRIMARY KEY,
-            value       TEXT,
-            fence_token BIGINT NOT NULL
-        )
-
-    and a write is one conditional statement, so the check and the write are
-    one atomic step in the database::
+    :meth:`setup` creates the table (``name`` primary key, ``value``,
+    ``fence_token``), one row per resource. A write is one conditional statement,
+    the check and the write in one atomic step (one row changed means accepted)::
 
         UPDATE fenced_resource SET value = :value, fence_token = :token
          WHERE name = :name AND fence_token < :token
 
-    One row changed means accepted; none means a token at least as high was
-    already there. In PostgreSQL, a concurrent ``UPDATE`` of the same row waits
-    for the first to commit and then re-checks the ``WHERE`` against the new row,
-    so two writers cannot both pass it.
+    In PostgreSQL, a concurrent ``UPDATE`` of the row waits for the first to
+    commit, then re-checks the ``WHERE`` on the new row: two writers cannot both pass.
 
     Args:
-        connection: a DB-API connection: ``sqlite3`` (the embedded default) or
-            ``psycopg`` (PostgreSQL). Each write is committed on it.
+        connection: a DB-API connection, ``sqlite3`` or ``psycopg`` (PostgreSQL).
+            Each write is committed on it.
         name: the resource's name (the row's key).
         table: the table's name (letters, digits and ``_``).
         paramstyle: ``"named"`` (``:token``, sqlite3) or ``"pyformat"``
@@ -348,7 +315,7 @@ class SqlFencedStore:
             )
         self._table = table
         if paramstyle is None:
-            paramstyle = self._detect_paramstyle(connection)
+            paramstyle = _detect_paramstyle(connection)
         if paramstyle not in ("named", "pyformat"):
             raise BadArgument(f"paramstyle must be 'named' or 'pyformat', got {paramstyle!r}")
         self._paramstyle: Paramstyle = paramstyle
@@ -360,104 +327,73 @@ class SqlFencedStore:
 
     def setup(self) -> None:
         """Create the table if it is missing, and this resource's row (token 0)."""
-        self._run(
+        self._execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} ("
-            " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)",
-            {},
+            " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)"
         )
-        self._run(
+        self._execute(
             f"INSERT INTO {self._table} (name, value, fence_token) VALUES (:name, NULL, 0)"
             " ON CONFLICT (name) DO NOTHING",
-            {"name": self._name},
+            name=self._name,
         )
         self._connection.commit()
 
     def try_write(self, token: int, value: str) -> WriteResult:
-        """Store ``value`` if ``token`` beats every token accepted so far; commit.
-
-        Returns a :class:`WriteResult`; use :meth:`write` for an exception instead.
-        """
-        token = check_token(token)
-        value = _check_value(value)
+        """Store ``value`` if ``token`` beats every token accepted so far, and commit."""
+        token, value = _check_write(token, value)
+        sql = f"UPDATE {self._table} SET value = :value, fence_token = :token"
+        sql += " WHERE name = :name AND fence_token < :token"
         try:
-            changed = self._run(
-                f"UPDATE {self._table} SET value = :value, fence_token = :token"
-                " WHERE name = :name AND fence_token < :token",
-                {"name": self._name, "value": value, "token": token},
-            )
-            highest = token if changed == 1 else self._highest()
+            changed, _ = self._execute(sql, name=self._name, value=value, token=token)
+            if changed != 1:
+                return WriteResult(accepted=False, token=token, highest=self.read().token)
             self._connection.commit()
         except BaseException:
             with contextlib.suppress(Exception):
                 self._connection.rollback()
             raise
-        return WriteResult(accepted=changed == 1, token=token, highest=highest)
+        return WriteResult(accepted=True, token=token, highest=token)
 
     def write(self, token: int, value: str) -> WriteResult:
-        """Store ``value`` if ``token`` beats every token accepted so far; commit.
+        """Like :meth:`try_write`, but a refusal raises.
 
         Raises:
-            StaleToken: a write with a token at least as high was already
-                accepted; nothing was written.
+            StaleToken: a token at least as high was already accepted; nothing written.
         """
-        result = self.try_write(token, value)
-        if not result.accepted:
-            raise StaleToken(self._name, token, result.highest)
-        return result
+        return _raise_if_refused(self._name, self.try_write(token, value))
 
     def read(self) -> Stored:
         """The current value and the highest token accepted."""
-        rows = self._select()
+        _, rows = self._execute(
+            f"SELECT value, fence_token FROM {self._table} WHERE name = :name", name=self._name
+        )
         self._connection.commit()
         if not rows:
-            raise self._missing_row()
+            raise BadArgument(
+                f"no row named {self._name!r} in table {self._table}: call setup() once first"
+            )
         value, fence_token = rows[0]
         return Stored(value=value, token=int(fence_token))
 
-    # -- internals ---------------------------------------------------------------
-
-    def _highest(self) -> int:
-        rows = self._select()
-        if not rows:
-            raise self._missing_row()
-        return int(rows[0][1])
-
-    def _select(self) -> list[Any]:
+    def _execute(self, sql: str, **params: object) -> tuple[int, list[Any]]:
+        """Run one statement written with ``:name`` parameters; its row count and rows."""
+        if self._paramstyle == "pyformat":
+            sql = re.sub(r":([a-z_]+)", r"%(\1)s", sql)
         cursor = self._connection.cursor()
         try:
-            cursor.execute(
-                self._sql(f"SELECT value, fence_token FROM {self._table} WHERE name = :name"),
-                {"name": self._name},
-            )
-            return list(cursor.fetchall())
+            cursor.execute(sql, params)
+            return int(cursor.rowcount), list(cursor.fetchall()) if cursor.description else []
         finally:
             cursor.close()
 
-    def _run(self, sql: str, params: dict[str, object]) -> int:
-        cursor = self._connection.cursor()
-        try:
-            cursor.execute(self._sql(sql), params)
-            return int(cursor.rowcount)
-        finally:
-            cursor.close()
 
-    def _sql(self, sql: str) -> str:
-        if self._paramstyle == "named":
-            return sql
-        return re.sub(r":([a-z_]+)", r"%(\1)s", sql)
-
-    def _missing_row(self) -> BadArgument:
-        return BadArgument(
-            f"no row named {self._name!r} in table {self._table}: call setup() once first"
-        )
-
-    @staticmethod
-    def _detect_paramstyle(connection: object) -> Paramstyle:
-        if isinstance(connection, sqlite3.Connection):
-            return "named"
-        if type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2"):
-            return "pyformat"
-        raise BadArgument(
-            f"cannot tell the parameter style of a {type(connection).__name__} connection: "
-            "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
-        )
+def _detect_paramstyle(connection: object) -> Paramstyle:
+    """The parameter style of a sqlite3 or psycopg connection."""
+    if isinstance(connection, sqlite3.Connection):
+        return "named"
+    if type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2"):
+        return "pyformat"
+    raise BadArgument(
+        f"cannot tell the parameter style of a {type(connection).__name__} connection: "
+        "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
+    )

@@ -2,25 +2,17 @@
 
 The story this module is written against, in order:
 
-1. Client A holds ``lock:report`` with a 30 s lease, and the report usually
-   takes 10 s. On a bad day it takes 40 s.
-2. A watchdog thread in A's process extends the lease every 10 s (a third of
-   the TTL) with compare-and-pexpire: it resets the TTL only while the key
-   still holds A's value. The slow day no longer overlaps anybody.
-3. One day A loses the key anyway: Redis fails over to a replica that never
-   saw it, or an operator deletes it, and B acquires the lock. The watchdog's
-   next extension finds B's value and is refused. It must not try to take the
-   lock back, and it must not keep quiet: it raises a flag that A checks before
-   each write, and A's release raises :class:`~lockguide.RenewalFailed`.
-4. And one day A's whole process stops for 40 s (a stop-the-world garbage
-   collection, a stalled VM). The watchdog is a thread in that process: it stops
-   too. The lease expires, B acquires, and when A resumes it may write before its
-   watchdog has even run. **Renewal cannot fix a pause**; only a fencing token
-   checked by the resource can refuse A's late write.
+1. A holds ``lock:report`` with a 30 s lease; the report takes 10 s, 40 s on a bad day.
+2. A watchdog thread in A extends the lease every 10 s, only while the key still holds
+   A's value (compare-and-pexpire). The slow day overlaps nobody.
+3. A loses the key anyway (a failover, an operator's ``DEL``) and B acquires. The next
+   extension finds B's value: the watchdog must neither take the lock back nor keep
+   quiet, so it flags the loss, which A checks before each write.
+4. A's whole process pauses for 40 s, watchdog included; B acquires, and A may write
+   before its watchdog runs again. **Renewal cannot fix a pause**: only a fencing
+   token checked by the resource can refuse A's late write.
 
-So the watchdog is for work that is sometimes slower than the TTL, not for
-pauses, and it is bounded: after ``max_renewals`` extensions it stops, and the
-lease runs out as if there were no watchdog.
+So the watchdog is for slow work, not pauses, and stops after ``max_renewals``.
 """
 
 from __future__ import annotations
@@ -48,22 +40,18 @@ __all__ = ["Watchdog"]
 class Watchdog:
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
-    Every ``every_ms`` the thread extends the lease by the lock's TTL with
-    compare-and-pexpire. It stops when the lock is released through it, when a
-    renewal finds the key gone or someone else's, or after ``max_renewals``
-    renewals. A failure is never silent: :attr:`lost` becomes true,
-    :attr:`lost_event` is set, :meth:`check` raises, and :meth:`release` raises
-    :class:`~lockguide.RenewalFailed`.
+    Every ``every_ms`` the thread extends the lease by the TTL. It stops when the
+    lock is released through it, when a renewal finds the key gone or someone
+    else's, or after ``max_renewals``. A failure is never silent: :attr:`lost`,
+    :attr:`lost_event`, :meth:`check` and :meth:`release` all report it.
 
     Args:
         lock: the lock to keep alive. ``with Watchdog(lock):`` acquires it if
-            it is not held yet; :meth:`start` requires it to be held.
-        every_ms: time between renewals; defaults to a third of the TTL, so a
-            single slow or failed renewal still leaves time for another. Must
-            be below the TTL.
-        max_renewals: the most renewals this watchdog will ever make. It bounds
-            how long a stuck holder can keep everybody else out:
-            roughly ``every_ms * max_renewals + ttl_ms``.
+            needed; :meth:`start` requires it held.
+        every_ms: time between renewals, below the TTL; by default a third of
+            it, so one slow or failed renewal leaves time for another.
+        max_renewals: the most renewals ever made; a stuck holder keeps others
+            out for at most about ``every_ms * max_renewals + ttl_ms``.
 
     Example::
 
@@ -81,8 +69,7 @@ class Watchdog:
         if not isinstance(lock, Lock):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
         self._lock = lock
-        if every_ms is None:
-            every_ms = lock.ttl_ms / 3
+        every_ms = lock.ttl_ms / 3 if every_ms is None else every_ms
         interval = check_ms(every_ms, "every_ms")
         if not 0 < interval < lock.ttl_ms:
             raise BadArgument(
@@ -103,11 +90,9 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self._reported = False  # the holder has been told the lease is lost
 
-    # -- what the holder checks ---------------------------------------------------
-
     @property
     def lost(self) -> bool:
-        """Whether the watchdog found the lease lost (or could not renew it in time)."""
+        """Whether the lease was found lost (or could not be renewed in time)."""
         return self._lost.is_set()
 
     @property
@@ -134,22 +119,17 @@ class Watchdog:
         """Raise if the holder must not write now; call it before each write.
 
         Raises:
-            RenewalFailed: a renewal failed, or the lease has run out (for
-                example after ``max_renewals``, or because this whole process
-                was paused and the watchdog with it).
+            RenewalFailed: a renewal failed, or the lease ran out (after
+                ``max_renewals``, or while the whole process was paused).
         """
-        if self._error is not None:
-            self._reported = True
-            raise self._error
-        if self._lock.validity_remaining_ms() <= 0:
-            self._reported = True
-            raise RenewalFailed(
-                self._lock.key,
-                "the lease has run out on this process's clock (the renewal bound was "
-                "reached, or the process was paused and the watchdog with it)",
-            )
-
-    # -- lifecycle ----------------------------------------------------------------
+        if self._error is None and self._lock.validity_remaining_ms() > 0:
+            return
+        self._reported = True
+        raise self._error or RenewalFailed(  # the thread may not have noticed yet
+            self._lock.key,
+            "the lease has run out on this process's clock (the renewal bound was "
+            "reached, or the process was paused and the watchdog with it)",
+        )
 
     def start(self) -> None:
         """Start renewing the held lock.
@@ -178,10 +158,8 @@ class Watchdog:
         """Stop renewing, then release the lock.
 
         Raises:
-            RenewalFailed: a renewal had failed; the lock was released if it
-                was still ours.
-            LockLost: the lease ran out before the watchdog noticed (the whole
-                process was paused); nothing was deleted.
+            RenewalFailed: a renewal had failed; the lock was released if still ours.
+            LockLost: the lease ran out unnoticed (a paused process); nothing deleted.
         """
         self.stop()
         if self._error is not None:
@@ -207,33 +185,31 @@ class Watchdog:
     ) -> None:
         """Stop renewing and release; the body's own exception always wins.
 
-        When the body raised, a failed release is added to its exception as a
-        note; when it succeeded, a lost lease is raised here (``RenewalFailed``
-        or ``LockLost``). A lock the body already released is left alone.
+        A failed release becomes a note on the body's exception; after a body
+        that succeeded, a lost lease is raised (``RenewalFailed`` or ``LockLost``)
+        unless :meth:`check` already reported it.
         """
-        if exc is None:
-            if self._reported or not (self._lock.held or self._error is not None):
-                self.stop()  # nothing held, or a loss the holder was already told of
-                if self._lock.held:
-                    with contextlib.suppress(LockError):
-                        self._lock.release()
-                return
+        if exc is not None:
+            try:
+                self.release()
+            except Exception as error:
+                exc.add_note(
+                    f"lockguide: releasing {self._lock.key!r} on the way out also failed: {error}"
+                )
+        elif self._reported or not (self._lock.held or self._error is not None):
+            self.stop()  # nothing held, or a loss the holder was already told of
+            if self._lock.held:
+                with contextlib.suppress(LockError):
+                    self._lock.release()
+        else:
             self.release()
-            return
-        try:
-            self.release()
-        except Exception as error:
-            exc.add_note(
-                f"lockguide: releasing {self._lock.key!r} on the way out also failed: {error}"
-            )
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("running" if self.running else "stopped")
         return f"<Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
 
-    # -- the thread ---------------------------------------------------------------
-
     def _run(self) -> None:
+        """The thread: renew until told to stop; a crash is reported as a failure."""
         self._lock._allow_thread(threading.get_ident())  # this thread may extend the lease
         try:
             self._loop()
@@ -244,8 +220,12 @@ class Watchdog:
         wait = self._every_s
         while not self._stop.wait(wait):
             wait = self._every_s
-            if self._renewals >= self._max_renewals:
-                self._wait_out_the_lease()
+            if self._renewals >= self._max_renewals:  # flag the loss when the lease ends
+                if not self._stop.wait(self._lock.validity_remaining_ms() / 1000.0):
+                    self._fail(
+                        f"the watchdog stopped after {self._max_renewals} renewals (its bound) "
+                        "and the lease ran out"
+                    )
                 return
             with self._mutex:
                 if self._stop.is_set():
@@ -266,17 +246,8 @@ class Watchdog:
                     continue
                 self._renewals += 1
 
-    def _wait_out_the_lease(self) -> None:
-        """The bound is reached: renew no more, and flag the loss when the lease ends."""
-        left_s = self._lock.validity_remaining_ms() / 1000.0
-        if self._stop.wait(left_s):
-            return
-        self._fail(
-            f"the watchdog stopped after {self._max_renewals} renewals (its bound) "
-            "and the lease ran out"
-        )
-
     def _fail(self, reason: str) -> None:
+        """Record the first failure and wake whoever waits on :attr:`lost_event`."""
         if self._error is None:
             self._error = RenewalFailed(self._lock.key, reason)
         self._lost.set()

@@ -1,19 +1,14 @@
 """Optimistic concurrency: a value and its version, changed only together.
 
-No lock at all. Each writer reads the value *with its version*, computes the new
-value, and asks Redis to store it only if the version is still the one it read.
-A Lua script makes the comparison and the write one atomic step, and writes the
-value **and the next version together** in one hash. If somebody wrote in
-between, the version has moved, the write is refused, and the writer reads
-again and retries. It is the same pattern as HTTP's ``If-Match`` with an ETag,
-or a conditional write in DynamoDB.
+No lock at all (HTTP's ``If-Match``, DynamoDB's conditional write). A writer reads
+the value *with its version*, computes the new value, and a Lua script stores it
+only if the version is still the one read, writing the value **and the next
+version** in one ``HSET``. If somebody wrote in between, the write is refused and
+the writer reads again.
 
-The pitfall the guide names: a script that *compares* the version but never
-*writes* a new one. The version then never moves. A caller who carries forward
-the version it thinks it wrote is refused from its second update on, forever
-("works once, then never again"); a caller who re-reads is never refused, so two
-writers who read the same state both win and one update is silently lost.
-``cas_version.lua`` writes ``value`` and ``version`` in the same ``HSET``.
+The pitfall the guide names: a script that compares the version but never writes
+a new one. Then a writer that carries its version forward is refused forever after
+its first update, and writers that re-read both win, silently losing an update.
 """
 
 from __future__ import annotations
@@ -55,22 +50,13 @@ class CasResult:
     version: int
 
 
-def _check_version(version: object) -> int:
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise BadArgumentType(
-            f"expected_version must be an int (the version read() returned), not {version!r}"
-        )
-    if version < 0:
-        raise BadArgument(f"expected_version must be >= 0, got {version}: versions start at 0")
-    return version
-
-
-def _check_retries(retries: object) -> int:
-    if isinstance(retries, bool) or not isinstance(retries, int):
-        raise BadArgumentType(f"retries must be an int, not {retries!r}")
-    if retries < 0:
-        raise BadArgument(f"retries must be >= 0, got {retries}: 0 means one attempt and no retry")
-    return retries
+def _check_count(value: object, name: str, hint: str, why: str) -> int:
+    """A whole number >= 0 (``bool`` refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
+    if value < 0:
+        raise BadArgument(f"{name} must be >= 0, got {value}: {why}")
+    return value
 
 
 class VersionedValue:
@@ -103,14 +89,17 @@ class VersionedValue:
         return Versioned(value=value, version=int(raw_version or 0))
 
     def compare_and_set(self, expected_version: int, value: str) -> CasResult:
-        """Write ``value`` and version ``expected_version + 1``, only if the stored
-        version is still ``expected_version``.
+        """Write ``value`` as version ``expected_version + 1`` if that is still the version.
 
-        A refusal is an ordinary result (``accepted`` is ``False``), not an
-        error: it means someone else wrote first, and the usual answer is to
-        read again. :meth:`update` does that for you.
+        A refusal (``accepted`` is ``False``) is a result, not an error: someone
+        wrote first, so read again; :meth:`update` does that for you.
         """
-        expected = _check_version(expected_version)
+        expected = _check_count(
+            expected_version,
+            "expected_version",
+            " (the version read() returned)",
+            "versions start at 0",
+        )
         if not isinstance(value, str):
             raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
         accepted, version = CAS_VERSION(self._client, (self._key,), (expected, value))
@@ -126,24 +115,20 @@ class VersionedValue:
         """Read, apply ``change`` to the value, and compare-and-set; retry on conflict.
 
         Args:
-            change: computes the new value from the current one (``None`` when
-                the key was never written). It may run several times, so it
-                must not have side effects of its own.
-            retries: how many times to try again after a conflict; ``0`` means
-                exactly one attempt. Bounded on purpose: under heavy contention
-                an unbounded loop never ends.
-            backoff_ms: ``(base, cap)``. Before retry *n* (1, 2, ...) the caller
-                sleeps a random time between 0 and ``min(cap, base * 2**n)`` ms,
-                so writers that collided do not collide again in step.
+            change: the new value from the current one (``None`` if never
+                written). It may run several times: no side effects.
+            retries: attempts after a conflict; ``0`` means one attempt. Bounded,
+                because under heavy contention an unbounded loop never ends.
+            backoff_ms: ``(base, cap)``: before retry *n* sleep a random
+                0 to ``min(cap, base * 2**n)`` ms, so colliders fall out of step.
 
         Returns:
             The value written and its new version.
 
         Raises:
-            VersionConflict: every attempt lost the race; nothing was written
-                by the last one.
+            VersionConflict: every attempt lost the race.
         """
-        attempts = _check_retries(retries) + 1
+        attempts = _check_count(retries, "retries", "", "0 means one attempt and no retry") + 1
         base, cap = check_delay_range(backoff_ms, "backoff_ms")
         if not callable(change):
             raise BadArgumentType(f"change must be a function of the old value, not {change!r}")
