@@ -30,12 +30,14 @@ dog.check()  # A checks its lease: fine
 stop_the_world(0.5)  # ... and then its process stalls for 500 ms, watchdog included
 
 b = FencedLock(r, "lock:report", ttl_ms=10_000)
-print("B acquires while A is stalled:", b.acquire(blocking=False))
-#> B acquires while A is stalled: True
+print("A's lease ran out during the stall; B acquires:", b.acquire(blocking=False))
+#> A's lease ran out during the stall; B acquires: True
 print("B writes:", store.try_write(b.token, "B's report").accepted)
 #> B writes: True
 
-# A resumes right where it was: after its check, before its write.
+# A's process runs again from where it stopped: after its check, before its write.
+# (A and B share one process here, so B's steps run after the stall; in production
+# B is another machine and acts during it.)
 print("A writes:", store.try_write(token, "A's report").accepted)
 #> A writes: False
 print("A's watchdog noticed, too late to matter:", dog.lost_event.wait(timeout=5))
