@@ -2,8 +2,9 @@
 
 Each test gets five independent servers (the lab's testbed servers, started
 once per module) and may freeze (``SIGSTOP``), kill (``SIGKILL``) or restart
-them; the fixture thaws, restarts and empties them again before the next test. The clients are given a 30 s socket timeout:
-any wait that fell back to it would blow far past the bounds asserted here.
+them; the fixture thaws, restarts and empties them again before the next test.
+The clients are given a 30 s socket timeout: any wait that fell back to it would
+blow far past the bounds asserted here.
 """
 
 from __future__ import annotations

@@ -84,10 +84,15 @@ def kind(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Kind]:
 # -- 1. leaving a `with` block ----------------------------------------------------------
 
 
-def test_the_bodys_exception_wins_over_a_lost_lease(kind: Kind) -> None:
-    with pytest.raises(ValueError, match="the body's own") as raised, kind.make(ttl_ms=5_000):
+def body_that_fails_after_the_lease_ran_out(kind: Kind) -> None:
+    with kind.make(ttl_ms=5_000):
         kind.expire_everywhere()  # the lease ran out while the body worked
         raise ValueError("the body's own error")
+
+
+def test_the_bodys_exception_wins_over_a_lost_lease(kind: Kind) -> None:
+    with pytest.raises(ValueError, match="the body's own") as raised:
+        body_that_fails_after_the_lease_ran_out(kind)
     notes = getattr(raised.value, "__notes__", [])
     assert any("also failed" in note for note in notes), "the lost lease is a note on it"
 
