@@ -1,6 +1,7 @@
 # Two commands do all the set-up (see README.md):
 #   make serve   build and serve the site on http://127.0.0.1:8000 (fakeredis, no server needed)
 #   make test    lint, types, unit tests on both backends, every docs example, strict site build
+# (`make check` is the quick loop while editing: lint, types, core and docs tests on fakeredis.)
 # Each bootstraps .venv from the pinned requirements on first use.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test build venv lock clean
+.PHONY: serve test check build venv lock clean
 
 export NO_MKDOCS_2_WARNING := 1
 
@@ -32,6 +33,16 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The edit-run loop (not CI's command): lint, types, and the reference's and the docs'
+# examples' tests on fakeredis only. No server, no browser, no site build.
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q -m "not real_redis and not browser and not postgres" \
+	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_calculator.py \
+	  $(PYTEST_ARGS)
 
 # Re-pin requirements/dev.txt from requirements/dev.in (run after changing dev.in).
 lock:

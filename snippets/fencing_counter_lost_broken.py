@@ -7,7 +7,7 @@ from lockguide import FencedLock, FencedStore
 
 r = redis.Redis()
 store = FencedStore(r, "ledger:balance")
-r.set("lock:ledger:fence", 3)  # tokens 1 to 3 were drawn long ago, and replicated
+r.set("{lock:ledger}:fence", 3)  # tokens 1 to 3 were drawn long ago, and replicated
 store.write(3, "balance after token 3")
 
 # On the primary, two more grants, which the replica has not received yet:
@@ -22,7 +22,7 @@ print("A's token:", a_token)
 
 # Failover: the promoted replica has no lock key, and its counter says 3.
 r.delete("lock:ledger")
-r.set("lock:ledger:fence", 3)
+r.set("{lock:ledger}:fence", 3)
 
 b = FencedLock(r, "lock:ledger", ttl_ms=10_000)
 b.acquire(blocking=False)

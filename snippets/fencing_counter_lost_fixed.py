@@ -6,7 +6,7 @@ from lockguide import FencedLock, FencedStore
 
 r = redis.Redis()
 store = FencedStore(r, "ledger:balance")
-r.set("lock:ledger:fence", 3)  # tokens 1 to 3 were drawn long ago
+r.set("{lock:ledger}:fence", 3)  # tokens 1 to 3 were drawn long ago
 store.write(3, "balance after token 3")
 
 p = FencedLock(r, "lock:ledger", ttl_ms=10_000)
