@@ -3,27 +3,23 @@
 The story this class is written against, in order:
 
 1. Client A reads its clock, then sends ``SET lock:ledger <value> NX PX 10000``
-   to all five masters: every request is written before any reply is read, and
-   each master's reply is awaited at most a per-node timeout (default 50 ms)
-   that is tiny next to the 10 s TTL, so a dead or frozen master costs 50 ms.
-2. Three masters say yes, one says no (another client got there first), one
-   does not answer. A majority (``5 // 2 + 1 = 3``) granted the key, and the
-   attempt took 4 ms, so A may act for ``10000 - 4 - (1 % of 10000 + 2)
-   = 9894`` ms. That *validity*, not the TTL, is A's lease.
-3. Client B, trying at the same moment, got the other two masters. No
-   majority: B releases its value on **every** master (a master that timed out
-   may still have stored it), waits a *random* delay so it does not collide
-   with the next contender in step, and tries again.
-4. A releases with compare-and-delete on every master. If fewer than a
-   majority still held A's value, the lease had already slipped away (it
-   expired, or a master restarted empty) and A is told so.
+   to all five masters, every request written before any reply is read. Each
+   reply is awaited at most a per-node timeout (default 50 ms), tiny next to
+   the TTL, so a dead or frozen master costs 50 ms.
+2. Three masters say yes, one says no, one does not answer. A majority
+   (``5 // 2 + 1 = 3``) granted the key and the try took 4 ms, so A may act for
+   ``10000 - 4 - (1 % of 10000 + 2) = 9894`` ms: that *validity* is A's lease.
+3. Client B, trying at the same moment, got the other two. No majority: B
+   deletes its value on **every** master (one that timed out may have stored
+   it), waits a *random* delay so it does not retry in step, and tries again.
+4. A releases with compare-and-delete on every master; fewer than a majority
+   confirming means the lease had already slipped away, and A is told so.
 
-The guarantee holds only while the holder finishes within its validity, and
-only under the algorithm's timing assumptions: clocks that run at about the
-same rate (the drift allowance), no clock jumps on the masters, and masters
-that keep their keys across a restart. A pause longer than the validity (GC,
-swapping, a stopped VM) lets a second holder in, exactly as with one Redis;
-only a fencing check at the resource can refuse the late writer.
+This holds only while the holder finishes within its validity, and only under
+the algorithm's timing assumptions: clock rates within the drift allowance, no
+clock jumps on the masters, masters that keep their keys across a restart. A
+pause longer than the validity lets a second holder in, as with one Redis; only
+a fencing check at the resource can refuse the late writer.
 """
 
 from __future__ import annotations
@@ -36,14 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import (
-    AuthenticationError,
-    AuthorizationError,
-    NoScriptError,
-    RedisError,
-    ResponseError,
-    TryAgainError,
-)
+from redis import exceptions as rx
 
 from lockguide._base import (
     EXTEND,
@@ -70,8 +59,7 @@ from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "Redlock"]
 
-#: Per-master timeout used when none is given: inside the 5-50 ms range the Redis
-#: documentation suggests for a 10 s lock.
+#: Per-master timeout by default: inside the 5-50 ms the Redis docs suggest for a 10 s lock.
 DEFAULT_NODE_TIMEOUT_MS = 50.0
 
 
@@ -80,9 +68,8 @@ class Attempt:
     """What one try at the masters produced.
 
     ``verdict`` is the arithmetic (votes, elapsed time, drift, validity);
-    ``refused`` masters answered that another owner holds the key; ``failed``
-    masters answered with an error or not within the per-node timeout, and
-    ``causes`` says which and why (``"masters[3]: TimeoutError"``).
+    ``refused`` masters said another owner holds the key; ``failed`` ones
+    answered an error or nothing in time, and ``causes`` says which and why.
     """
 
     verdict: Verdict
@@ -92,7 +79,7 @@ class Attempt:
 
     @property
     def granted(self) -> int:
-        """Masters that stored this attempt's value."""
+        """Masters that stored this try's value."""
         return self.verdict.votes
 
     @property
@@ -101,90 +88,64 @@ class Attempt:
         return self.verdict.acquired
 
 
-def _where(client: redis.Redis) -> tuple[object, ...]:
-    """Which server a client reaches, to refuse the same master given twice.
+def _where(client: redis.Redis) -> str:
+    """The server a client reaches, to refuse the same master twice.
 
-    A Sentinel-managed client is named by its service (its address is only
-    known once it connects). The database number is ignored on purpose: two
-    databases of one server are one process, one machine, one failure.
+    A Sentinel-managed client is named by its service (its address is known
+    only once it connects); the database number is ignored, since two databases
+    of one server fail together.
     """
     pool = client.connection_pool
     service = getattr(pool, "service_name", None)
     if isinstance(service, str):
-        return ("sentinel", service)
+        return f"sentinel service {service}"
     kwargs = pool.connection_kwargs
-    if kwargs.get("server") is not None:  # an in-process server (fakeredis) names itself
-        return ("in-process", id(kwargs["server"]))
+    if kwargs.get("server") is not None:  # an in-process server (fakeredis)
+        return f"in-process server {id(kwargs['server'])}"
     if kwargs.get("path"):
-        return ("unix", str(kwargs["path"]))
+        return f"unix socket {kwargs['path']}"
     host = str(kwargs.get("host", "localhost")).lower()
-    if host in ("localhost", "127.0.0.1", "::1"):
-        host = "localhost"
-    return ("tcp", host, int(kwargs.get("port", 6379)))
-
-
-def _check_masters(masters: object) -> tuple[redis.Redis, ...]:
-    if isinstance(masters, redis.Redis | str | bytes) or not isinstance(masters, Collection):
-        raise BadArgumentType(
-            "masters must be a list of redis.Redis clients, one per independent master, "
-            f"not {type(masters).__name__}"
-        )
-    clients = tuple(check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
-    if not clients:
-        raise BadArgument(
-            "masters must not be empty: Redlock needs independent Redis masters "
-            "(five, on separate machines, is the usual choice)"
-        )
-    seen: dict[tuple[object, ...], int] = {}
-    for i, client in enumerate(clients):
-        where = _where(client)
-        if where in seen:
-            raise BadArgument(
-                f"masters[{seen[where]}] and masters[{i}] are the same Redis server; "
-                "each vote must come from an independent master, or one failure counts twice"
-            )
-        seen[where] = i
-    return clients
+    host = "localhost" if host in ("127.0.0.1", "::1") else host
+    return f"{host}:{kwargs.get('port', 6379)}"
 
 
 def _beyond_retry(error: BaseException) -> bool:
-    """An answer that the next try would get again: credentials, permissions, configuration."""
-    if isinstance(error, AuthenticationError | AuthorizationError):
+    """An answer the next try would get again: credentials, permissions, configuration."""
+    if isinstance(error, rx.AuthenticationError | rx.AuthorizationError):
         return True
-    return isinstance(error, ResponseError) and not isinstance(error, TryAgainError)
+    return isinstance(error, rx.ResponseError) and not isinstance(error, rx.TryAgainError)
 
 
 class Redlock(Lease):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
-        masters: one ``redis.Redis`` client per independent master (different
-            servers; the same server twice is refused). A list, tuple or set.
-        key: the Redis key that represents the lock on every master.
+        masters: one ``redis.Redis`` per independent master (a list, tuple or
+            set); the same server twice is refused.
+        key: the key that represents the lock on every master.
         ttl_ms: the lease requested on each master, a whole number of ms.
-        node_timeout_ms: how long to wait for each master, connecting included,
-            counted from when its request was sent; must leave validity in the
-            TTL. A master that does not answer in time counts as "no".
-        timeout_ms: how long :meth:`acquire` keeps trying by default; ``None``
-            waits as long as it takes. No new try starts after it.
+        node_timeout_ms: how long each master may take, connecting included,
+            from when its request was sent; it must leave validity in the TTL.
+            A master that does not answer in time counts as "no".
+        timeout_ms: how long :meth:`acquire` keeps trying by default (``None``:
+            no limit). No new try starts after it.
         retry_delay_ms: the ``(low, high)`` range each pause between tries is
-            drawn from at random. A fixed delay (``low == high``) is refused:
-            contenders that retry in step split the vote again and again.
+            drawn from. A fixed delay is refused: contenders that retry in step
+            split the vote again and again.
         max_extensions: how many times :meth:`extend` may renew one acquisition.
-        rng: the random source for retry pauses (default: a new ``random.Random``).
-        drift_factor: the fraction of the TTL set aside for clocks that run at
-            different rates; default 0.01 (1 %), as the reference
-            implementations do. This is an assumption about your machines: if
-            their clocks may differ in rate by more, say so here.
-        drift_floor_ms: the fixed part of the drift allowance (default 2 ms,
-            for Redis's expiry precision).
-        clock: the function every duration is measured with, returning seconds
-            (default ``time.monotonic``).
-        on_attempt: called with each try's :class:`Attempt` as soon as it is
-            judged (for logging, metrics, or the lab's timelines).
+        rng: the random source for the pauses (default: a new ``random.Random``).
+        drift_factor: the fraction of the TTL set aside for clocks running at
+            different rates; 0.01, as the reference implementations use, assumes
+            rates within about 1 % of each other. Set it to what your machines need.
+        drift_floor_ms: the fixed part of the drift allowance (2 ms).
+        clock: the function every duration is measured with, in seconds
+            (``time.monotonic``).
+        on_attempt: called with each try's :class:`Attempt` once it is judged
+            (logging, metrics, the lab's timelines).
 
-    Errors no retry can fix (a wrong password, a missing permission, a
-    read-only master) stop the attempt at once with :class:`~lockguide.MasterError`.
+    An error no retry can fix (wrong credentials, a missing permission, a
+    read-only master) stops the acquire at once with :class:`~lockguide.MasterError`.
+    The object belongs to the thread that acquired it, as a :class:`~lockguide.Lock` does.
 
     Example::
 
@@ -212,7 +173,24 @@ class Redlock(Lease):
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
     ) -> None:
-        clients = _check_masters(masters)
+        if isinstance(masters, redis.Redis | str | bytes) or not isinstance(masters, Collection):
+            raise BadArgumentType(
+                "masters must be a list of redis.Redis clients, one per independent master, "
+                f"not {type(masters).__name__}"
+            )
+        clients = tuple(check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
+        if not clients:
+            raise BadArgument(
+                "masters must not be empty: Redlock needs independent Redis masters "
+                "(five, on separate machines, is the usual choice)"
+            )
+        where = [_where(c) for c in clients]
+        for i, place in enumerate(where):
+            if place in where[:i]:
+                raise BadArgument(
+                    f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
+                    "each vote must come from an independent master, or one failure counts twice"
+                )
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
@@ -220,15 +198,12 @@ class Redlock(Lease):
         if node_timeout >= self._usable_ms:
             raise BadArgument(
                 f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
-                f"ttl_ms={self._ttl_ms}: an attempt that waits that long for one master has no "
-                "lease left. Keep it far below the TTL (5-50 ms for a 10 s lock)"
+                f"ttl_ms={self._ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
             )
-        low, high = self._retry_delay_ms
-        if low == high:
+        if self._retry_delay_ms[0] == self._retry_delay_ms[1]:
             raise BadArgument(
                 f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
-                "contenders that wait the same time retry in step and split the vote "
-                "again; give a (low, high) range to draw each pause from at random"
+                "contenders that wait the same time retry in step and split the vote again"
             )
         if isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
             raise BadArgumentType(f"max_extensions must be an int, not {max_extensions!r}")
@@ -238,18 +213,15 @@ class Redlock(Lease):
             raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
         if on_attempt is not None and not callable(on_attempt):
             raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
-        self._masters = clients
+        self._masters, self._where = clients, where
         self._quorum = quorum(len(clients))
         self._node_timeout_ms = node_timeout
         self._pools = [bounded_pool(c, node_timeout / 1000.0) for c in clients]
         self._max_extensions = max_extensions
         self._uniform = (rng or random.Random()).uniform
         self._on_attempt = on_attempt
-        self._extensions = 0
-        self._released = 0
+        self._extensions = self._released = 0
         self._last: Attempt | None = None
-
-    # -- read-only facts --------------------------------------------------------------
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
@@ -273,76 +245,65 @@ class Redlock(Lease):
 
     @property
     def last_attempt(self) -> Attempt | None:
-        """The outcome of the most recent try by :meth:`acquire` (``None`` before any)."""
+        """The outcome of the most recent try (``None`` before any)."""
         return self._last
-
-    # -- acquire / release / extend ----------------------------------------------------
 
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock on a majority of masters; ``True`` if this call got it.
 
-        Each try sends ``SET key value NX PX ttl`` to every master with a fresh
-        random value. It wins with a majority and validity left; any other
-        outcome is released on every master before the next try, which follows
-        a random pause. No try starts after ``timeout_ms``.
+        Each try sends ``SET key value NX PX ttl`` with a fresh random value to
+        every master. It wins with a majority and validity left; anything else
+        is deleted on every master before a random pause and the next try.
 
         Args:
-            blocking: ``False`` makes exactly one try (then ``timeout_ms`` must
-                not be given).
-            timeout_ms: how long to keep trying when blocking; defaults to the
-                value given to the constructor (``None`` means no limit).
+            blocking: ``False`` makes exactly one try (then give no ``timeout_ms``).
+            timeout_ms: how long to keep trying; defaults to the constructor's.
 
         Raises:
-            MasterError: a master answered with an error no retry can fix.
+            MasterError: a master answered an error no retry can fix.
         """
         wait_ms = self._wait_ms(blocking, timeout_ms)
         give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        while True:
-            if self._try(new_lock_value()):
-                return True
+        while not self._try(new_lock_value()):
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
                 return False
             time.sleep(pause)
+        return True
 
     def release(self) -> int:
-        """Release the lock with compare-and-delete on every master.
+        """Release with compare-and-delete on every master; how many deleted this holder's key.
 
-        Returns how many masters deleted this holder's key. If masters did not
-        answer and a majority is not confirmed yet, their error is raised and the
-        lock stays held in this object: call ``release()`` again.
+        If masters did not answer and could still make up a majority, their
+        error is raised and the lock stays held in this object: call again.
 
         Raises:
-            NotOwned: this object does not hold the lock.
-            WrongOwner: another thread acquired it.
-            MajorityLost: fewer than a majority still held this holder's value
-                (expired, restarted empty); keys that belong to someone else
-                were left untouched.
+            NotOwned: this object does not hold the lock (:class:`WrongOwner`:
+                another thread acquired it).
+            MajorityLost: fewer than a majority still held this holder's value;
+                keys that belong to someone else were left untouched.
         """
         value = self._check_owner("release")
         replies = self._run(RELEASE, value)
-        self._released += sum(1 for reply in replies if reply == 1)
+        self._released += replies.count(1)
         errors = [reply for reply in replies if isinstance(reply, Exception)]
         if errors and self._released < self._quorum <= self._released + len(errors):
-            raise errors[0]  # not all answered, and they could still make a majority
+            raise errors[0]
         self._value = None
         if self._released < self._quorum:
             raise self._majority_lost("release", self._released)
         return self._released
 
     def extend(self, ttl_ms: int | None = None) -> int:
-        """Renew the lease to ``ttl_ms`` (default: the original TTL) on every master.
+        """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
 
         It counts only if a majority extends before the current validity runs
-        out; the new validity is measured from just before this request. On
+        out, and the new validity counts from just before this request. On
         failure the lock is released everywhere and is no longer held.
 
-        Returns the number of masters that extended.
-
         Raises:
-            NotOwned: this object does not hold the lock.
-            WrongOwner: another thread acquired it.
-            ExtensionLimitReached: already extended ``max_extensions`` times;
+            NotOwned: this object does not hold the lock (or another thread does).
+            ExtensionLimitReached: extended ``max_extensions`` times already;
                 nothing was sent and the lock is still held.
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
@@ -353,13 +314,11 @@ class Redlock(Lease):
         if self._extensions >= self._max_extensions:
             raise ExtensionLimitReached(self._key, self._max_extensions)
         started = self._clock()
-        extended = 0
-        if started < self._deadline:
-            extended = sum(1 for reply in self._run(EXTEND, value, new_ttl) if reply == 1)
-            if extended >= self._quorum and self._clock() < self._deadline:
-                self._deadline = started + usable_ms / 1000.0
-                self._extensions += 1
-                return extended
+        extended = self._run(EXTEND, value, new_ttl).count(1) if started < self._deadline else 0
+        if extended >= self._quorum and self._clock() < self._deadline:
+            self._deadline = started + usable_ms / 1000.0
+            self._extensions += 1
+            return extended
         self._value = None
         self._run(RELEASE, value)
         if extended < self._quorum and started < self._deadline:
@@ -367,18 +326,16 @@ class Redlock(Lease):
         raise LockLost(self._key, "extend")
 
     def locked(self) -> bool:
-        """Whether a majority of masters hold the key now (for this object or anyone)."""
-        replies = self._fan_out([("EXISTS", self._key)] * len(self._pools))
-        return sum(1 for reply in replies if reply == 1) >= self._quorum
+        """Whether a majority of masters hold the key now, for anyone."""
+        return self._fan_out(("EXISTS", self._key)).count(1) >= self._quorum
 
     def owned(self) -> bool:
         """Whether a majority of masters hold this object's value now."""
-        if self._value is None:
-            return False
-        replies = self._fan_out([("GET", self._key)] * len(self._pools))
         mine = self._value
-        votes = sum(1 for r in replies if r in (mine, mine.encode()))
-        return votes >= self._quorum
+        if mine is None:
+            return False
+        replies = self._fan_out(("GET", self._key))
+        return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
@@ -387,16 +344,15 @@ class Redlock(Lease):
     # -- internals ---------------------------------------------------------------------
 
     def _try(self, value: str) -> bool:
-        """One try at every master; True if it won. Nothing of a lost try stays behind."""
+        """One try at every master; True if it won. A lost try leaves nothing behind."""
         try:
             started = self._clock()
-            command = ("SET", self._key, value, "NX", "PX", self._ttl_ms)
-            replies = self._fan_out([command] * len(self._pools))
+            replies = self._fan_out(("SET", self._key, value, "NX", "PX", self._ttl_ms))
             elapsed_ms = (self._clock() - started) * 1000.0
             errors = {i: r for i, r in enumerate(replies) if isinstance(r, Exception)}
             granted = sum(1 for r in replies if r is not None and not isinstance(r, Exception))
-            verdict = judge(self._ttl_ms, elapsed_ms, granted, len(replies), *self._drift)
             causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
+            verdict = judge(self._ttl_ms, elapsed_ms, granted, len(replies), *self._drift)
             attempt = Attempt(verdict, len(replies) - granted - len(errors), len(errors), causes)
             self._last = attempt
             fatal = next((i for i, e in errors.items() if _beyond_retry(e)), None)
@@ -405,7 +361,7 @@ class Redlock(Lease):
                 self._extensions = self._released = 0
             if self._on_attempt is not None:
                 self._on_attempt(attempt)
-        except BaseException:
+        except BaseException:  # Ctrl-C, a failing callback: nothing may stay locked
             self._value = None
             self._release_quietly(value)
             raise
@@ -414,76 +370,62 @@ class Redlock(Lease):
         self._release_quietly(value)
         if fatal is not None:
             error = errors[fatal]
-            raise MasterError(self._key, fatal, _address(self._masters[fatal]), error) from error
+            raise MasterError(self._key, fatal, self._where[fatal], error) from error
         return False
 
     def _release_quietly(self, value: str) -> None:
-        """Compare-and-delete ``value`` on every master, ignoring who did not answer.
-
-        Every master, not only those that said yes: a reply can be lost (or
-        late) after the master stored the key.
-        """
+        """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
         with contextlib.suppress(Exception):
             self._run(RELEASE, value)
 
     def _run(self, script: LuaScript, value: str, *args: object) -> list[Any]:
-        """Run ``script`` on every master at once; load it where it is missing."""
-        command = script.command((self._key,), (value, *args))
-        replies = self._fan_out([command] * len(self._pools))
+        """Run ``script`` on every master at once, loading it where it is missing."""
+        replies = self._fan_out(script.command((self._key,), (value, *args)))
         for i, reply in enumerate(replies):
-            if isinstance(reply, NoScriptError):  # first use there, a restart, SCRIPT FLUSH
+            if isinstance(reply, rx.NoScriptError):  # first use there, a restart, SCRIPT FLUSH
                 try:
                     client = redis.Redis(connection_pool=self._pools[i])
                     replies[i] = script(client, (self._key,), (value, *args))
-                except (RedisError, OSError) as error:
+                except (rx.RedisError, OSError) as error:
                     replies[i] = error
         return replies
 
-    def _fan_out(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send ``commands[i]`` to master ``i`` for every master, then read every reply.
+    def _fan_out(self, command: tuple[Any, ...]) -> list[Any]:
+        """Send ``command`` to every master, then read every reply; a reply or its exception each.
 
-        All requests are in flight at once: each is written before any reply is
-        read, and each reply is awaited until the per-node timeout after its own
-        request. A master's result is its reply, or the exception standing for
-        it. A connection whose reply did not come is closed, so nobody can read
-        that reply later as the answer to another request.
+        Every request is written before any reply is read, and each reply is
+        awaited until the per-node timeout after its own request. redis-py
+        closes a connection whose reply did not come, so that reply can never
+        be read later as the answer to another request.
         """
-        timeout_s = self._node_timeout_ms / 1000.0
-        results: list[Any] = [None] * len(commands)
-        conns: list[Any] = [None] * len(commands)
-        sent_at = [0.0] * len(commands)
+        results: list[Any] = [None] * len(self._pools)
+        conns: list[Any] = [None] * len(self._pools)
+        due = [0.0] * len(self._pools)
         try:
             for i, pool in enumerate(self._pools):
                 try:
                     conns[i] = pool.get_connection()
-                    conns[i].send_command(*commands[i])
-                    sent_at[i] = time.monotonic()
-                except (RedisError, OSError) as error:
+                    conns[i].send_command(*command)
+                    due[i] = time.monotonic() + self._node_timeout_ms / 1000.0
+                except (rx.RedisError, OSError) as error:
                     results[i] = error
             for i, conn in enumerate(conns):
-                if conn is None or results[i] is not None:
-                    continue
-                left = sent_at[i] + timeout_s - time.monotonic()
-                try:
-                    results[i] = conn.read_response(timeout=max(left, 0.0005))
-                except ResponseError as error:  # an answer like any other
-                    results[i] = error
-                except (RedisError, OSError) as error:
-                    results[i] = error
-                    conn.disconnect()
+                if conn is not None and results[i] is None:
+                    try:
+                        results[i] = conn.read_response(
+                            timeout=max(due[i] - time.monotonic(), 1e-3)
+                        )
+                    except (rx.RedisError, OSError) as error:
+                        results[i] = error
         except BaseException:
             for conn in conns:
                 if conn is not None:
-                    conn.disconnect()
+                    conn.disconnect()  # a reply may still be on its way
             raise
         finally:
-            for i, conn in enumerate(conns):
+            for pool, conn in zip(self._pools, conns, strict=True):
                 if conn is not None:
-                    if isinstance(results[i], RedisError | OSError) and not isinstance(
-                        results[i], ResponseError
-                    ):
-                        conn.disconnect()
-                    self._pools[i].release(conn)
+                    pool.release(conn)
         return results
 
     def _acquire_for_with(self) -> None:
@@ -505,11 +447,3 @@ class Redlock(Lease):
         return MajorityLost(
             self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
         )
-
-
-def _address(client: redis.Redis) -> str:
-    """A master's address for an error message."""
-    where = _where(client)
-    if where[0] == "tcp":
-        return f"{where[1]}:{where[2]}"
-    return f"{where[0]} {where[1]}"

@@ -148,8 +148,12 @@ class Actor:
         """Release through the lock (or its watchdog); records what the release did.
 
         Holds the run's mutex throughout, so that what the servers held before
-        and after is this release's doing, not another client's thread's.
+        and after is this release's doing, not another client's thread's. A
+        watchdog is stopped first, outside the mutex: a renewal in flight
+        records itself under that mutex, and stopping waits for it to finish.
         """
+        if self.watchdog is not None:
+            self.watchdog.stop()
         with self.run.mutex:
             self._release()
 
