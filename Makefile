@@ -1,12 +1,15 @@
 # Two commands do all the set-up (see README.md):
 #   make serve   build and serve the site on http://127.0.0.1:8000 (fakeredis, no server needed)
-#   make test    lint, types, unit tests on both backends, every docs example, strict site build
+#   make test    lint, types, unit tests on both backends, every docs example, strict site build,
+#                and the browser suite (accessibility with axe-core from npm ci included)
 # Each bootstraps .venv from the pinned requirements on first use.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# axe-core for the browser suite's accessibility checks, pinned in tests/browser/package-lock.json.
+AXE    := tests/browser/node_modules/axe-core/package.json
 
 .PHONY: serve test build venv lock clean
 
@@ -19,7 +22,16 @@ $(STAMP): requirements/dev.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
-venv: $(STAMP)
+# npm ci installs exactly the locked axe-core. Without npm the accessibility checks skip
+# (and fail under .ci/run, which installs npm).
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix tests/browser --no-audit --no-fund && touch $@; \
+	else \
+	  echo "npm not found: the accessibility checks will skip (apt-get install npm)"; \
+	fi
+
+venv: $(STAMP) $(AXE)
 
 serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
@@ -27,7 +39,7 @@ serve: $(STAMP)
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-test: $(STAMP)
+test: $(STAMP) $(AXE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -42,4 +54,4 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache tests/browser/node_modules

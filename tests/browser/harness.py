@@ -217,8 +217,9 @@ def settle_mermaid(page: Page, timeout_ms: float = 10_000) -> bool:
     return True
 
 
-def screenshot_path(kind: str, nav: NavPage) -> Path:
-    path = SCREENSHOTS / kind / f"{nav.slug}.png"
+def screenshot_path(kind: str, nav: NavPage, part: int | None = None) -> Path:
+    name = nav.slug if part is None else f"{nav.slug}-{part}"
+    path = SCREENSHOTS / kind / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
