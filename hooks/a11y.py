@@ -37,10 +37,14 @@ def _text(element: Tag) -> str:
 
 
 def _shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: whole sentences if they fill at least
+    half of it, else cut at a word with an ellipsis."""
     if len(text) <= limit:
         return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
+    sentence_end = text[:limit].rfind(". ")
+    if sentence_end >= limit // 2:
+        return text[: sentence_end + 1]
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:.") + "…"
 
 
 def name_checkboxes(soup: BeautifulSoup) -> int:
