@@ -1,6 +1,7 @@
 # Two commands do all the set-up (see README.md):
 #   make serve   build and serve the site on http://127.0.0.1:8000 (fakeredis, no server needed)
-#   make test    lint, types, unit tests on both backends, every docs example, strict site build
+#   make test    lint, types, unit tests on both backends, every docs example, strict site build,
+#                and the browser suite (accessibility with axe-core from npm ci included)
 # (`make check` is the quick loop while editing: lint, types, core and docs tests on fakeredis.)
 # Each bootstraps .venv from the pinned requirements on first use.
 
@@ -8,6 +9,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# axe-core for the browser suite's accessibility checks, pinned in tests/browser/package-lock.json.
+AXE    := tests/browser/node_modules/axe-core/package.json
 
 .PHONY: serve test check build venv lock clean
 
@@ -20,7 +23,16 @@ $(STAMP): requirements/dev.txt pyproject.toml setup.py lab/pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . -e lab
 	@touch $@
 
-venv: $(STAMP)
+# npm ci installs exactly the locked axe-core. Without npm the accessibility checks skip
+# (and fail under .ci/run, which installs npm).
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix tests/browser --no-audit --no-fund && touch $@; \
+	else \
+	  echo "npm not found: the accessibility checks will skip (apt-get install npm)"; \
+	fi
+
+venv: $(STAMP) $(AXE)
 
 serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
@@ -28,7 +40,7 @@ serve: $(STAMP)
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-test: $(STAMP)
+test: $(STAMP) $(AXE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -53,4 +65,4 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache tests/browser/node_modules

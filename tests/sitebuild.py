@@ -7,6 +7,11 @@ executed once per session, not once per check.
 With ``LOCKGUIDE_SITE_DIR`` set, the build goes to that folder and stays there after
 the session: CI publishes exactly the site that the tests (the browser suite
 included) passed, instead of building it a second time.
+
+The site is built for the address in ``LOCKGUIDE_SITE_URL`` (mkdocs.yml's
+``site_url``), which the GitHub deploy sets to the Pages URL. Without it, the test
+session builds for ``SUBPATH_SITE_URL``: a project page under ``/lockguide/``, as
+GitHub publishes one, so that the browser suite can check the site works there.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE_DIR_ENV = "LOCKGUIDE_SITE_DIR"
+SITE_URL_ENV = "LOCKGUIDE_SITE_URL"
+SUBPATH_SITE_URL = "http://127.0.0.1:8000/lockguide/"
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class SiteBuild:
     site_dir: Path
     returncode: int
     log: str
+    site_url: str
 
     @property
     def warnings(self) -> list[str]:
@@ -51,6 +59,7 @@ def build_site(site_dir: Path) -> SiteBuild:
     """Build the site from the repository's ``mkdocs.yml`` into ``site_dir`` (emptied first)."""
     if site_dir.exists():
         shutil.rmtree(site_dir)
+    site_url = os.environ.get(SITE_URL_ENV) or SUBPATH_SITE_URL
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
         cwd=ROOT,
@@ -58,6 +67,6 @@ def build_site(site_dir: Path) -> SiteBuild:
         text=True,
         timeout=600,
         check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", SITE_URL_ENV: site_url},
     )
-    return SiteBuild(site_dir, result.returncode, result.stdout + result.stderr)
+    return SiteBuild(site_dir, result.returncode, result.stdout + result.stderr, site_url)

@@ -97,6 +97,22 @@ def desktop(chromium: Browser, base_url: str, screenshots: None) -> Iterator[Scr
 
 
 @pytest.fixture(scope="session")
+def palettes(chromium: Browser, base_url: str, screenshots: None) -> Iterator[dict[str, Screen]]:
+    """The desktop window twice: with the reader's system set to light, and to dark.
+
+    The site follows the system's colour scheme (the palette's ``media`` queries), so
+    this is how a reader with a dark desktop first sees it.
+    """
+    contexts = {
+        scheme: _prepare(chromium.new_context(viewport=DESKTOP, color_scheme=scheme))
+        for scheme in ("light", "dark")
+    }
+    yield {scheme: Screen(context, base_url) for scheme, context in contexts.items()}
+    for context in contexts.values():
+        context.close()
+
+
+@pytest.fixture(scope="session")
 def phone(chromium: Browser, base_url: str, screenshots: None) -> Iterator[Screen]:
     context = _prepare(chromium.new_context(viewport=PHONE, is_mobile=True, has_touch=True))
     yield Screen(context, base_url)

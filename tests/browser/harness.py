@@ -1,7 +1,8 @@
 """What the browser suite drives: the built site on a loopback port, and Chromium.
 
-* ``serve(site_dir)`` serves the built site with the standard library's HTTP server on
-  127.0.0.1 and a free port, in a thread.
+* ``serve(site_dir, prefix)`` serves the built site with the standard library's HTTP
+  server on 127.0.0.1 and a free port, in a thread, under a URL path (``/`` or, as on
+  a GitHub project page, ``/lockguide/``), with the site's 404 page for missing paths.
 * ``chromium_executable()`` is Debian's Chromium (``/usr/bin/chromium``); Playwright
   drives it through ``executable_path`` because its own browser download does not work
   on these machines. Without it the suite skips with the reason, or fails when
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import io
 import os
 import re
 import threading
@@ -85,20 +87,51 @@ def chromium_executable() -> str:
     pytest.skip(reason)
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
+class _SiteHandler(SimpleHTTPRequestHandler):
+    """Serves the site under ``prefix`` the way GitHub Pages does: a path that names no
+    file gets the site's own ``404.html`` with status 404, wherever it is nested."""
+
+    prefix = "/"
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _inside(self) -> str | None:
+        """The request path relative to the site root, or None if outside the prefix."""
+        path = urlsplit(self.path).path
+        if path + "/" == self.prefix:
+            return "/"  # /lockguide -> /lockguide/ (GitHub redirects; serving it is enough)
+        return "/" + path[len(self.prefix) :] if path.startswith(self.prefix) else None
+
+    def translate_path(self, path: str) -> str:
+        inside = self._inside()
+        return super().translate_path(inside if inside is not None else "/__outside_the_site__/")
+
+    def send_head(self) -> Any:
+        target = Path(self.translate_path(self.path))
+        missing = not (target.is_file() or (target / "index.html").is_file())
+        page_404 = Path(self.directory) / "404.html"
+        if missing and self._inside() is not None and page_404.is_file():
+            body = page_404.read_bytes()
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return io.BytesIO(body)
+        return super().send_head()
+
 
 @contextmanager
-def serve(site_dir: Path) -> Iterator[str]:
-    """Serve ``site_dir`` on 127.0.0.1 at a free port; yields the base URL (ending in /)."""
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+def serve(site_dir: Path, prefix: str = "/") -> Iterator[str]:
+    """Serve ``site_dir`` on 127.0.0.1 at a free port, under the URL path ``prefix``;
+    yields the site's base URL (ending in /)."""
+    handler_class = type("Handler", (_SiteHandler,), {"prefix": prefix})
+    handler = functools.partial(handler_class, directory=str(site_dir))
     server = ThreadingHTTPServer((LOOPBACK, 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
     thread.start()
     try:
-        yield f"http://{LOOPBACK}:{server.server_address[1]}/"
+        yield f"http://{LOOPBACK}:{server.server_address[1]}{prefix}"
     finally:
         server.shutdown()
         server.server_close()
@@ -184,8 +217,9 @@ def settle_mermaid(page: Page, timeout_ms: float = 10_000) -> bool:
     return True
 
 
-def screenshot_path(kind: str, nav: NavPage) -> Path:
-    path = SCREENSHOTS / kind / f"{nav.slug}.png"
+def screenshot_path(kind: str, nav: NavPage, part: int | None = None) -> Path:
+    name = nav.slug if part is None else f"{nav.slug}-{part}"
+    path = SCREENSHOTS / kind / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -7,6 +7,7 @@ import html
 import re
 from pathlib import Path
 
+from tests.browser.nav import nav_pages
 from tests.sitebuild import ROOT, SiteBuild
 
 
@@ -30,3 +31,64 @@ def test_strict_build_succeeds_and_renders_every_page(built_site: SiteBuild) -> 
 def page_text(path: Path) -> str:
     """The text of a built page, without tags (code is split into highlight spans)."""
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text("utf-8")))
+
+
+# --- Published correctly: addresses, sitemap, previews --------------------------------
+
+
+def nav_urls() -> list[str]:
+    return [p.url for p in nav_pages()]  # the nav, read from mkdocs.yml
+
+
+def head_of(site: Path, url: str) -> str:
+    text = (site / url / "index.html").read_text("utf-8")
+    return text[: text.index("</head>")]
+
+
+def meta(head: str, attribute: str, name: str) -> str | None:
+    match = re.search(rf'<meta {attribute}="{re.escape(name)}" content="([^"]*)"', head)
+    return html.unescape(match.group(1)) if match else None
+
+
+def test_sitemap_lists_every_page_at_its_absolute_address(built_site: SiteBuild) -> None:
+    sitemap = (built_site.site_dir / "sitemap.xml").read_text("utf-8")
+    locs = re.findall(r"<loc>([^<]*)</loc>", sitemap)
+    assert locs, "the sitemap lists no URL (is site_url set?)"
+    relative = [loc for loc in locs if not loc.startswith(built_site.site_url)]
+    assert not relative, f"sitemap URLs not under {built_site.site_url}: {relative[:5]}"
+    missing = [u for u in nav_urls() if built_site.site_url + u not in locs]
+    assert not missing, f"pages of the nav missing from the sitemap: {missing}"
+
+
+def test_every_page_has_a_canonical_address_and_a_description_of_its_own(
+    built_site: SiteBuild,
+) -> None:
+    problems, descriptions = [], {}
+    for url in nav_urls():
+        head = head_of(built_site.site_dir, url)
+        canonical = re.search(r'<link rel="canonical" href="([^"]*)"', head)
+        want = built_site.site_url + url
+        if not canonical or canonical.group(1) != want:
+            problems.append(f"{url or '/'}: canonical {canonical and canonical.group(1)!r}")
+        description = meta(head, "name", "description")
+        if not description or len(description) < 40:
+            problems.append(f"{url or '/'}: description {description!r}")
+        descriptions[url] = description
+        for tag, value in (("og:title", None), ("og:description", description), ("og:url", want)):
+            shown = meta(head, "property", tag)
+            if not shown or (value is not None and shown != value):
+                problems.append(f"{url or '/'}: {tag} is {shown!r}, want {value!r}")
+    assert not problems, "\n".join(problems)
+    # Each page says what it is about: not one sentence repeated over the site.
+    assert len(set(descriptions.values())) > len(descriptions) * 0.9, descriptions
+
+
+def test_404_page_loads_its_assets_from_the_sites_own_path(built_site: SiteBuild) -> None:
+    # GitHub serves 404.html for a missing path at any depth, so its links cannot be
+    # relative: they must be absolute paths under the site's own prefix.
+    page = (built_site.site_dir / "404.html").read_text("utf-8")
+    prefix = re.sub(r"^https?://[^/]+", "", built_site.site_url)
+    assets = re.findall(r'(?:href|src)="([^"]*/assets/[^"]*)"', page)
+    assert assets, "the 404 page loads no stylesheet or script"
+    wrong = [a for a in assets if not a.startswith(prefix + "assets/")]
+    assert not wrong, f"the 404 page loads assets outside {prefix}: {wrong[:5]}"

@@ -70,3 +70,26 @@ def test_pages_deploy_publishes_the_site_the_test_job_built_and_passed() -> None
             assert site_dir.endswith(upload_path.rstrip("/")), (
                 f"{n} uploads {upload_path!r}, but the tests built the site into {site_dir!r}"
             )
+
+
+def test_the_tested_build_is_made_for_the_pages_url() -> None:
+    """The job whose build is deployed asks GitHub Pages for the site's address
+    (actions/configure-pages) before .ci/run, and hands it to the build as site_url."""
+    workflows = [yaml_load(path.read_text("utf-8")) for path in WORKFLOWS]
+    jobs = {name: job for wf in workflows for name, job in wf["jobs"].items()}
+    uploaders = [n for n, job in jobs.items() if steps_using(job, "actions/upload-pages-artifact")]
+    assert uploaders, "no job uploads the site for GitHub Pages"
+    for name in uploaders:
+        steps = jobs[name]["steps"]
+        pages = steps_using(jobs[name], "actions/configure-pages")
+        assert pages, f"{name} never asks GitHub Pages for the site's address"
+        step_id = steps[pages[0]].get("id")
+        assert step_id, f"{name}: the configure-pages step has no id to read its output by"
+        ci = [i for i, s in enumerate(steps) if "bash .ci/run" in str(s.get("run", ""))]
+        assert ci, f"{name} never runs .ci/run"
+        assert pages[0] < ci[0], f"{name} asks for the Pages URL after the build"
+        site_url = str(steps[ci[0]].get("env", {}).get("LOCKGUIDE_SITE_URL", ""))
+        assert f"steps.{step_id}.outputs.base_url" in site_url, (
+            f"{name}: .ci/run builds with LOCKGUIDE_SITE_URL={site_url!r}, "
+            "not the Pages URL from configure-pages"
+        )
