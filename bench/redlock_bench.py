@@ -9,8 +9,16 @@ then times, for each implementation, many acquire+release cycles of a lock
 nobody else wants (the uncontended fast path). The implementations take turns
 in rounds, in a rotating order, so a noisy moment on the machine is shared
 rather than landing on one of them. It prints the median cycle and its ratio to
-the floor: ``SET NX PX`` plus ``EVALSHA`` of the release script on one node,
-issued through redis-py, which is the least any lock with a safe release can do.
+the baseline: ``SET NX PX`` plus ``EVALSHA`` of the release script on one node,
+issued through redis-py's client, which is what those two round trips cost
+through redis-py (a reference point, not a floor: a lock can do them cheaper).
+
+It measures in two modes. **loopback** talks to the servers directly, which
+exaggerates client CPU. **delayed** puts the lab's testbed link between the
+client and every server, the one-node baseline included, adding a fixed delay
+each way (``--delay-ms``, 0.5 by default), as a network would; the links run in
+a process of their own, so their threads do not share the benchmark's
+interpreter.
 
 Nothing here is part of the test suite; ``tests/lab/test_redlock_bench.py`` only
 checks that the command runs.
@@ -19,16 +27,19 @@ checks that the command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.metadata
 import importlib.resources
+import multiprocessing
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 
 import redis
 
@@ -43,6 +54,39 @@ class Contender:
     name: str
     cycle: Callable[[], object]
     samples: list[float]
+
+
+def _serve_links(targets: list[tuple[str, int]], delay_s: float, pipe: Connection) -> None:
+    """In the link process: one delaying link per server until told to stop."""
+    from lockguide_lab.testbed import Link
+
+    links = [Link(target, delay_s=delay_s) for target in targets]
+    pipe.send([link.address for link in links])
+    pipe.recv()
+    for link in links:
+        link.close()
+
+
+@contextlib.contextmanager
+def behind_links(masters: list[redis.Redis], delay_ms: float) -> Iterator[list[redis.Redis]]:
+    """Clients that reach each server through a link adding ``delay_ms`` each way."""
+    targets = []
+    for master in masters:
+        kwargs = master.connection_pool.connection_kwargs
+        targets.append((str(kwargs["host"]), int(kwargs["port"])))
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    process = multiprocessing.get_context("spawn").Process(
+        target=_serve_links, args=(targets, delay_ms / 1000.0, theirs), daemon=True
+    )
+    process.start()
+    clients = [redis.Redis(host=host, port=port) for host, port in ours.recv()]
+    try:
+        yield clients
+    finally:
+        for client in clients:
+            client.close()
+        ours.send("stop")
+        process.join(5)
 
 
 def contenders(masters: list[redis.Redis]) -> list[Contender]:
@@ -95,7 +139,7 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
 
     n = len(masters)
     return [
-        Contender("floor: SET NX PX + EVALSHA, one node", floor, []),
+        Contender("baseline: SET NX PX + EVALSHA, one node", floor, []),
         Contender("lockguide Lock, one node", lockguide_lock, []),
         Contender("redis-py Lock, one node", redis_py_lock, []),
         Contender(f"lockguide Redlock, {n} masters", lockguide_redlock, []),
@@ -151,12 +195,12 @@ def table(group: list[Contender]) -> list[str]:
     floor = medians[group[0].name]
     width = max(len(c.name) for c in group)
     lines = [
-        f"| {'implementation':<{width}} | median cycle (us) | ratio to floor |",
-        f"| {'-' * width} | ----------------: | -------------: |",
+        f"| {'implementation':<{width}} | median cycle (us) | ratio to baseline |",
+        f"| {'-' * width} | ----------------: | ----------------: |",
     ]
     for c in group:
         lines.append(
-            f"| {c.name:<{width}} | {medians[c.name]:17.0f} | {medians[c.name] / floor:13.2f}x |"
+            f"| {c.name:<{width}} | {medians[c.name]:17.0f} | {medians[c.name] / floor:16.2f}x |"
         )
     ours, pottery, redlock_py = (medians[c.name] for c in group[3:6])
     lines += [
@@ -172,15 +216,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="turns each contender takes")
     parser.add_argument("--cycles", type=int, default=100, help="cycles per turn")
     parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
+    parser.add_argument(
+        "--mode", choices=("loopback", "delayed", "both"), default="both", help="what to measure"
+    )
+    parser.add_argument("--delay-ms", type=float, default=0.5, help="delayed mode: ms each way")
     args = parser.parse_args(argv)
     with five_masters() as masters:
-        group = contenders(masters)
-        measure(group, args.rounds, args.cycles, args.warmup)
-        samples = args.rounds * args.cycles
         print("\n".join(machine(masters)))
+        samples = args.rounds * args.cycles
         print(f"samples: {samples} acquire+release cycles per implementation, median shown")
-        print()
-        print("\n".join(table(group)))
+        modes = ("loopback", "delayed") if args.mode == "both" else (args.mode,)
+        for mode in modes:
+            with contextlib.ExitStack() as stack:
+                clients = masters
+                title = "loopback"
+                if mode == "delayed":
+                    clients = stack.enter_context(behind_links(masters, args.delay_ms))
+                    title = f"delayed link: +{args.delay_ms:g} ms each way to every server"
+                group = contenders(clients)
+                measure(group, args.rounds, args.cycles, args.warmup)
+                print()
+                print(f"mode: {title}")
+                print()
+                print("\n".join(table(group)))
     return 0
 
 

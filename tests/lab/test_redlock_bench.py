@@ -15,7 +15,7 @@ import pytest
 from bench import redlock_bench, split_vote
 
 ROWS = (
-    "floor: SET NX PX + EVALSHA, one node",
+    "baseline: SET NX PX + EVALSHA, one node",
     "lockguide Lock, one node",
     "redis-py Lock, one node",
     "lockguide Redlock, 5 masters",
@@ -35,8 +35,11 @@ def test_the_benchmark_prints_every_implementation_with_its_ratio(
 ) -> None:
     assert redlock_bench.main(["--rounds", "1", "--cycles", "5", "--warmup", "2"]) == 0
     out = capsys.readouterr().out
+    loopback, _, delayed = out.partition("mode: delayed link")
+    assert "mode: loopback" in loopback
     for name in ROWS:
-        assert re.search(row(name), out), name
+        assert re.search(row(name), loopback), name
+        assert re.search(row(name), delayed), name
     assert "machine:" in out
     assert "lockguide Redlock vs pottery:" in out
 
