@@ -265,10 +265,11 @@ def record_requests(
     raising: type[BaseException] = redis.exceptions.TimeoutError,
     refuse_once: str | None = None,
 ) -> list[Any]:
-    """Everything these clients (and locks made on them afterwards) connect or send.
+    """Every command these clients (and locks made on them afterwards) send.
 
     The client's pool gets a connection class of the test's own that records
-    each connect and each command's arguments; a lock builds its connections
+    each command's arguments (a new connection's handshake included: ``CLIENT
+    SETINFO``); a lock builds its connections
     from that class, so its requests are seen too. With ``lose``, a command
     naming ``lose`` (a command name, or a script's SHA1) reaches Redis and runs,
     but its reply is lost: the caller sees ``raising`` (a ``TimeoutError``, or a
@@ -285,11 +286,6 @@ def record_requests(
         class Recording(base):  # type: ignore[misc]
             lose_reply = False
             server = id(client)  # this class's client (the loop variable moves on)
-
-            def connect(self, *args: Any, **kwargs: Any) -> None:
-                if not self.is_connected:
-                    seen.append("connect")
-                super().connect(*args, **kwargs)
 
             def send_command(self, *args: Any, **kwargs: Any) -> None:
                 words = [str(a) for a in args]

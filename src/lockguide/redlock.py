@@ -394,9 +394,9 @@ class Redlock(Lease):
         """Send ``command`` to every master, then read every reply; a reply or its exception each.
 
         Every request is written before any reply is read, and each reply is
-        awaited until the per-node timeout after its own request. redis-py
-        closes a connection whose reply did not come, so that reply can never
-        be read later as the answer to another request.
+        awaited until the per-node timeout after its own request. A connection
+        whose reply did not come is closed, so that reply can never be read
+        later as the answer to another request.
         """
         results: list[Any] = [None] * len(self._pools)
         conns: list[Any] = [None] * len(self._pools)
@@ -410,13 +410,16 @@ class Redlock(Lease):
                 except (rx.RedisError, OSError) as error:
                     results[i] = error
             for i, conn in enumerate(conns):
-                if conn is not None and results[i] is None:
-                    try:
-                        results[i] = conn.read_response(
-                            timeout=max(due[i] - time.monotonic(), 1e-3)
-                        )
-                    except (rx.RedisError, OSError) as error:
-                        results[i] = error
+                if conn is None or results[i] is not None:
+                    continue
+                try:
+                    if conn.can_read(timeout=max(due[i] - time.monotonic(), 0.0)):
+                        results[i] = conn.read_response()
+                    else:
+                        conn.disconnect()  # its reply may still come: never read it later
+                        results[i] = rx.TimeoutError("no reply within node_timeout_ms")
+                except (rx.RedisError, OSError) as error:
+                    results[i] = error
         except BaseException:
             for conn in conns:
                 if conn is not None:
