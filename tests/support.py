@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
+from lockguide_lab.testbed.link import RespRequests
 from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
@@ -287,14 +288,16 @@ def record_requests(
             lose_reply = False
             server = id(client)  # this class's client (the loop variable moves on)
 
-            def send_command(self, *args: Any, **kwargs: Any) -> None:
-                words = [str(a) for a in args]
+            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+                data = command if isinstance(command, bytes) else b"".join(command)
+                sent = [tuple(a.decode() for a in args) for args in RespRequests().feed(data)]
+                words = [word for args in sent for word in args]
                 if refuse_once in words and self.server not in refused:
                     refused.add(self.server)
                     raise redis.exceptions.ConnectionError("the server could not be reached")
-                seen.append(args)
+                seen.extend(sent)
                 self.lose_reply = lose is not None and lose in words
-                super().send_command(*args, **kwargs)
+                super().send_packed_command(command, check_health)
 
             def read_response(self, *args: Any, **kwargs: Any) -> Any:
                 reply = super().read_response(*args, **kwargs)

@@ -25,8 +25,11 @@ a fencing check at the resource can refuse the late writer.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +89,27 @@ class Attempt:
     def acquired(self) -> bool:
         """A majority granted the key *and* validity was left."""
         return self.verdict.acquired
+
+
+# Connections kept between requests, per bounded pool: taken from the pool once, reused
+# without the pool's per-checkout health check, and never shared by two requests at once.
+_IDLE: weakref.WeakKeyDictionary[redis.ConnectionPool, list[Any]] = weakref.WeakKeyDictionary()
+_IDLE_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its parent's sockets
+
+
+def _take(pool: redis.ConnectionPool) -> tuple[Any, bool]:
+    """A kept connection to ``pool``'s server (and ``True``), or a new one (and ``False``)."""
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(pool, [])
+        if idle:
+            return idle.pop(), True
+    return pool.get_connection(), False
+
+
+def _put(pool: redis.ConnectionPool, conn: Any) -> None:
+    with _IDLE_LOCK:
+        _IDLE.setdefault(pool, []).append(conn)
 
 
 def _where(client: redis.Redis) -> str:
@@ -380,46 +404,48 @@ class Redlock(Lease):
 
     def _run(self, script: LuaScript, value: str, *args: object) -> list[Any]:
         """Run ``script`` on every master at once, loading it where it is missing."""
-        replies = self._fan_out(script.command((self._key,), (value, *args)))
-        for i, reply in enumerate(replies):
-            if isinstance(reply, rx.NoScriptError):  # first use there, a restart, SCRIPT FLUSH
-                try:
-                    client = redis.Redis(connection_pool=self._pools[i])
-                    replies[i] = script(client, (self._key,), (value, *args))
-                except (rx.RedisError, OSError) as error:
-                    replies[i] = error
+        command = script.command((self._key,), (value, *args))
+        replies = self._fan_out(command)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError)]
+        if missing:  # first use there, a restart, SCRIPT FLUSH: load it, then run it again
+            loaded = self._fan_out(("SCRIPT", "LOAD", script.source), command, only=missing)
+            for i in missing:
+                replies[i] = loaded[i]
         return replies
 
-    def _fan_out(self, command: tuple[Any, ...]) -> list[Any]:
-        """Send ``command`` to every master, then read every reply; a reply or its exception each.
+    def _fan_out(self, *commands: tuple[Any, ...], only: list[int] | None = None) -> list[Any]:
+        """Send ``commands`` to every master (or those in ``only``), then read every reply.
 
-        Every request is written before any reply is read, and each reply is
-        awaited until the per-node timeout after its own request. A connection
-        whose reply did not come is closed, so that reply can never be read
-        later as the answer to another request.
+        Every request is written before any reply is read, and each master's
+        replies are awaited until the per-node timeout after its own request;
+        the result for a master is its last reply, or the exception that stands
+        for it. A connection whose reply did not come is closed, so that reply
+        can never be read later as the answer to another request. A kept
+        connection the server has closed meanwhile (an idle timeout, a restart)
+        gets the commands once more on a new one: the lock commands can be
+        repeated for one value.
         """
+        targets = range(len(self._pools)) if only is None else only
         results: list[Any] = [None] * len(self._pools)
         conns: list[Any] = [None] * len(self._pools)
+        kept = [False] * len(self._pools)
         due = [0.0] * len(self._pools)
+        packed: dict[object, list[Any]] = {}
         try:
-            for i, pool in enumerate(self._pools):
+            for i in targets:
                 try:
-                    conns[i] = pool.get_connection()
-                    conns[i].send_command(*command)
+                    conns[i], kept[i] = _take(self._pools[i])
+                    encoder = conns[i].encoder  # the commands are encoded once per encoding
+                    key = (encoder.encoding, encoder.encoding_errors)
+                    if key not in packed:
+                        packed[key] = conns[i].pack_commands(commands)
+                    conns[i].send_packed_command(packed[key], check_health=False)
                     due[i] = time.monotonic() + self._node_timeout_ms / 1000.0
                 except (rx.RedisError, OSError) as error:
                     results[i] = error
-            for i, conn in enumerate(conns):
-                if conn is None or results[i] is not None:
-                    continue
-                try:
-                    if conn.can_read(timeout=max(due[i] - time.monotonic(), 0.0)):
-                        results[i] = conn.read_response()
-                    else:
-                        conn.disconnect()  # its reply may still come: never read it later
-                        results[i] = rx.TimeoutError("no reply within node_timeout_ms")
-                except (rx.RedisError, OSError) as error:
-                    results[i] = error
+            for i in targets:
+                if conns[i] is not None and results[i] is None:
+                    results[i] = self._reply(conns[i], due[i], kept[i], commands)
         except BaseException:
             for conn in conns:
                 if conn is not None:
@@ -428,8 +454,42 @@ class Redlock(Lease):
         finally:
             for pool, conn in zip(self._pools, conns, strict=True):
                 if conn is not None:
-                    pool.release(conn)
+                    _put(pool, conn)
         return results
+
+    def _reply(self, conn: Any, due: float, kept: bool, commands: tuple[Any, ...]) -> Any:
+        """One master's last reply by ``due`` (or its first error), or the exception for it."""
+        replies: list[Any] = []
+        try:
+            for _ in commands:
+                left = due - time.monotonic()
+                # Fresh from sending, a plain read is bounded by the connection's own
+                # timeout (the node timeout), at most a tenth past ``due``, and costs
+                # fewer system calls; later, wait exactly what is left of the deadline.
+                if left < 0.9 * self._node_timeout_ms / 1000.0 and not conn.can_read(
+                    timeout=max(left, 0.0)
+                ):
+                    conn.disconnect()  # its reply may still come: never read it later
+                    return rx.TimeoutError("no reply within node_timeout_ms")
+                try:
+                    replies.append(conn.read_response())
+                except rx.ResponseError as error:
+                    replies.append(error)  # an answer like any other: keep reading
+        except (rx.RedisError, OSError) as error:
+            conn.disconnect()
+            if not (kept and isinstance(error, rx.ConnectionError) and not replies):
+                return error
+            try:  # closed while it was kept: once more, on a new connection
+                conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            except (rx.RedisError, OSError) as again:
+                return again
+            return self._reply(
+                conn, time.monotonic() + self._node_timeout_ms / 1000.0, False, commands
+            )
+        errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+        return (
+            errors[0] if errors and not isinstance(replies[-1], rx.ResponseError) else replies[-1]
+        )
 
     def _acquire_for_with(self) -> None:
         started = self._clock()

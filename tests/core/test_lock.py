@@ -261,9 +261,9 @@ def test_scripts_are_loaded_once_then_called_by_sha(
         lock.acquire()
         lock.release()
     commands = [c for c in sent if isinstance(c, tuple)]
-    loads = [c for c in commands if c[0] == "SCRIPT LOAD"]
+    loads = [c for c in commands if c[:2] == ("SCRIPT", "LOAD")]
     assert len(loads) == 1, "the release script is loaded once, on the first NOSCRIPT"
-    assert loads[0][1] == RELEASE_SOURCE
+    assert loads[0][2] == RELEASE_SOURCE
     assert sum(c[0] == "EVALSHA" for c in commands) == 5 + 1  # five releases, one retried
 
 
