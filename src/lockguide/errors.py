@@ -205,3 +205,22 @@ class ExtensionLimitReached(LockError):
             "it stays held until its current validity runs out. Release it when the work is "
             "done, or allow more extensions."
         )
+
+
+class ClusterUnavailable(NotAcquired):
+    """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
+
+    Nobody was granted the lock: a cluster that cannot reach a majority refuses
+    everyone (safety over liveness). ``cause`` is the last error seen.
+    """
+
+    def __init__(self, key: str, waited_ms: float, cause: str) -> None:
+        self.key = key
+        self.waited_ms = waited_ms
+        self.cause = cause
+        LockError.__init__(
+            self,
+            f"lock {key!r}: the cluster did not grant or refuse it within {waited_ms:.0f} ms "
+            f"(last error: {cause}). A majority of its members may be down or cut off; the "
+            "protected work did not run. Retry later, or bring the members back.",
+        )
