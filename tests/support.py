@@ -309,3 +309,20 @@ def record_requests(
 
         monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
     return seen
+
+
+# -- consensus clusters (etcd, ZooKeeper) ----------------------------------------------------
+
+REQUIRE_CONSENSUS_ENV = "LOCKGUIDE_REQUIRE_CONSENSUS"
+
+
+def require_consensus(what: Callable[[], object], install: str) -> None:
+    """Skip (or fail under ``LOCKGUIDE_REQUIRE_CONSENSUS=1``) when ``what()`` finds nothing."""
+    try:
+        what()
+        return
+    except ServerUnavailable as error:
+        reason = f"{error}; the consensus tests cannot run (install: apt-get install {install})"
+    if os.environ.get(REQUIRE_CONSENSUS_ENV) == "1":
+        pytest.fail(f"{REQUIRE_CONSENSUS_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
