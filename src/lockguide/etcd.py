@@ -207,7 +207,7 @@ class EtcdLock:
 
     # -- acquire and release -------------------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout_ms: float | None = None) -> bool:
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool:
         """Take the lock; ``True`` when taken, ``False`` when someone else held it throughout.
 
         Raises:

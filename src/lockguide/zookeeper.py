@@ -181,7 +181,7 @@ class ZooKeeperLock:
 
     # -- acquire and release -------------------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout_ms: float | None = None) -> bool:
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool:
         """Take the lock; ``True`` when taken, ``False`` when the wait ran out.
 
         Raises:
