@@ -85,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
     """A three-member etcd cluster on free loopback ports, for the whole session."""
-    require_consensus(etcd_executable, "etcd-server")
+    require_consensus(etcd_executable)
     with EtcdCluster(tmp_path_factory.mktemp("etcd")) as cluster:
         yield cluster
 
@@ -93,6 +93,6 @@ def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdClust
 @pytest.fixture(scope="session")
 def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
     """A three-server ZooKeeper ensemble on free loopback ports, for the whole session."""
-    require_consensus(zookeeper_classpath, "zookeeper")
+    require_consensus(zookeeper_classpath)
     with ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
         yield ensemble

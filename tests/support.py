@@ -316,13 +316,16 @@ def record_requests(
 REQUIRE_CONSENSUS_ENV = "LOCKGUIDE_REQUIRE_CONSENSUS"
 
 
-def require_consensus(what: Callable[[], object], install: str) -> None:
-    """Skip (or fail under ``LOCKGUIDE_REQUIRE_CONSENSUS=1``) when ``what()`` finds nothing."""
+def require_consensus(what: Callable[[], object]) -> None:
+    """Skip (or fail under ``LOCKGUIDE_REQUIRE_CONSENSUS=1``) when ``what()`` finds nothing.
+
+    ``what`` raises ``ServerUnavailable`` naming the package to install.
+    """
     try:
         what()
         return
     except ServerUnavailable as error:
-        reason = f"{error}; the consensus tests cannot run (install: apt-get install {install})"
+        reason = f"{error}; the consensus tests cannot run"
     if os.environ.get(REQUIRE_CONSENSUS_ENV) == "1":
         pytest.fail(f"{REQUIRE_CONSENSUS_ENV}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
