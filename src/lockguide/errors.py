@@ -210,8 +210,10 @@ class ExtensionLimitReached(LockError):
 class ClusterUnavailable(NotAcquired):
     """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
 
-    Nobody was granted the lock: a cluster that cannot reach a majority refuses
-    everyone (safety over liveness). ``cause`` is the last error seen.
+    From ``acquire``: nobody was granted the lock, since a cluster that cannot
+    reach a majority refuses everyone (safety over liveness). From ``release``:
+    the lease may still be there; it ends with its TTL or session, or retry.
+    ``cause`` is the last error seen.
     """
 
     def __init__(self, key: str, waited_ms: float, cause: str) -> None:
@@ -220,7 +222,7 @@ class ClusterUnavailable(NotAcquired):
         self.cause = cause
         LockError.__init__(
             self,
-            f"lock {key!r}: the cluster did not grant or refuse it within {waited_ms:.0f} ms "
-            f"(last error: {cause}). A majority of its members may be down or cut off; the "
-            "protected work did not run. Retry later, or bring the members back.",
+            f"lock {key!r}: the cluster did not answer within {waited_ms:.0f} ms "
+            f"(last error: {cause}). A majority of its members may be down, or this client "
+            "cut off from them; nothing was granted. Retry later, or bring the members back.",
         )

@@ -291,6 +291,8 @@ class EtcdLock:
             NotOwned: not held (``WrongOwner`` from another thread).
             LockLost: the lease had already ended (``RenewalFailed`` if the
                 keep-alive had seen it); nothing of anyone else's was touched.
+            ClusterUnavailable: no member answered; the lock is still held by
+                this object (retry), and the lease ends with its TTL otherwise.
         """
         lease = self._lease
         if lease is None:
@@ -300,13 +302,18 @@ class EtcdLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        started = self._clock()
         try:
             self._call("/v3/lease/revoke", {"ID": lease})
         except _EtcdError as error:
-            if error.code != 5:  # 5: NOT_FOUND, the lease is gone already
-                raise
-            self._forget()
-            raise self._error or LockLost(self._key, "release") from None
+            if error.code == 5:  # NOT_FOUND: the lease is gone already
+                self._forget()
+                raise self._error or LockLost(self._key, "release") from None
+            waited = (self._clock() - started) * 1000
+            raise ClusterUnavailable(self._key, waited, repr(error)) from error
+        except OSError as error:  # still held: the caller may retry; else the TTL ends it
+            waited = (self._clock() - started) * 1000
+            raise ClusterUnavailable(self._key, waited, repr(error)) from error
         self._forget()
         if self._error is not None:
             raise self._error
