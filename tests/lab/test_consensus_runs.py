@@ -16,6 +16,7 @@ import pytest
 from lockguide_lab.scenarios import Kind, Timeline
 from lockguide_lab.scenarios.consensus import (
     CONSENSUS_SCENARIOS,
+    ConsensusCutOffHolder,
     ConsensusLeaderKilled,
     ConsensusMajorityDown,
     ConsensusPausedHolder,
@@ -35,7 +36,7 @@ def recorded_path(system: str, scenario: ConsensusScenario) -> Path:
 
 def expect(scenario: ConsensusScenario, broken: Timeline, fixed: Timeline) -> None:
     """What each run must show, whatever was recorded."""
-    if isinstance(scenario, ConsensusPausedHolder):
+    if isinstance(scenario, ConsensusPausedHolder | ConsensusCutOffHolder):
         # Broken: the paused holder's late write lands over the new holder's.
         assert not broken.outcome.mutual_exclusion, broken.table()
         assert not broken.outcome.data_intact, broken.table()

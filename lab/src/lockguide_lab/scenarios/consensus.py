@@ -12,6 +12,10 @@ scenarios, drawn by the same :mod:`~lockguide_lab.scenarios.plot`:
   B acquires and writes; A is thawed and writes. Broken (the resource ignores
   the token): A's late write lands over B's. Fixed (``SqlFencedStore``): it is
   refused, because B's token (a later revision or zxid) is higher.
+* :class:`ConsensusCutOffHolder`: A's connections to every member go through
+  the testbed's :class:`~lockguide_lab.testbed.Link`, which is cut while A
+  works (it checked the lock before it began). Its lease or session ends, B
+  acquires and writes, and A's write at the end of its work is the late one.
 * :class:`ConsensusLeaderKilled`: the leader is killed while A holds the
   lock; B tries for longer than A's lease and is refused; A keeps the lock
   (or sees it lost) and writes. No double grant, either way.
@@ -42,9 +46,12 @@ from lockguide.errors import ClusterUnavailable, LockError
 from lockguide.fencing import SqlFencedStore
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
 from lockguide_lab.testbed.consensus import ConsensusCluster, EtcdCluster, ZooKeeperEnsemble
+from lockguide_lab.testbed.link import Link
+from lockguide_lab.testbed.process import LOOPBACK
 
 __all__ = [
     "CONSENSUS_SCENARIOS",
+    "ConsensusCutOffHolder",
     "ConsensusLeaderKilled",
     "ConsensusLock",
     "ConsensusMajorityDown",
@@ -426,9 +433,74 @@ class ConsensusMajorityDown(ConsensusScenario):
         record("cluster", Kind.SERVER, "both members restarted")
 
 
+@dataclass(frozen=True)
+class ConsensusCutOffHolder(ConsensusScenario):
+    """A holder cut off from every member (the testbed's link) while it works; its late write."""
+
+    title: ClassVar[str] = "The holder cut off from the cluster"
+    work_ms: int = 4000
+
+    def script(
+        self,
+        cluster: ConsensusCluster,
+        record: Recorder,
+        resource: SqlResource,
+        db: Path,
+        clients: list[Any],
+    ) -> None:
+        key = self._key(cluster)
+        links = [Link((LOOPBACK, m.client_port)) for m in cluster.members]
+        try:
+            if isinstance(cluster, EtcdCluster):
+                through: list[str] | str = [
+                    f"http://{h}:{p}" for h, p in (x.address for x in links)
+                ]
+            else:
+                through = ",".join(f"{h}:{p}" for h, p in (x.address for x in links))
+            a = make_lock(cluster.kind, through, key, self.ttl_ms, clients)
+            b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
+            record.t0 = time.monotonic()
+            if not a.acquire(timeout_ms=5_000):
+                record("A", Kind.NOT_ACQUIRED)
+                return
+            a.check()
+            record("A", Kind.ACQUIRED, f"token {a.token}; check() passed, starts its work")
+            for link in links:
+                link.cut()
+            record("cluster", Kind.SERVER, "A's links to all three members cut")
+            deadline = time.monotonic() + 30
+            while not _lock_gone(cluster, key, clients) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            ended = (
+                "no keep-alive arrived: the cluster revoked its lease"
+                if cluster.kind == "etcd"
+                else "no heartbeat arrived: its session expired"
+            )
+            record("A", Kind.EXPIRED, ended)
+            if not b.acquire(timeout_ms=10_000):
+                record("B", Kind.NOT_ACQUIRED, "still held")
+                return
+            record("B", Kind.ACQUIRED, f"token {b.token}")
+            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+            time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
+            # A's work is done: it writes without checking again (it checked before it began).
+            ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+            try:
+                a.release()
+                record("A", Kind.RELEASED)
+            except LockError as error:
+                record("A", Kind.RELEASE_REFUSED, f"{type(error).__name__}: still cut off")
+            b.release()
+            record("B", Kind.RELEASED)
+        finally:
+            for link in links:
+                link.close()
+
+
 #: The consensus runs, in the order the page tells them.
 CONSENSUS_SCENARIOS: tuple[ConsensusScenario, ...] = (
     ConsensusPausedHolder(),
+    ConsensusCutOffHolder(),
     ConsensusLeaderKilled(),
     ConsensusMajorityDown(),
 )
