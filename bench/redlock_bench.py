@@ -190,7 +190,8 @@ def machine(masters: list[redis.Redis]) -> list[str]:
     ]
 
 
-def table(group: list[Contender]) -> list[str]:
+def table_rows(group: list[Contender]) -> list[str]:
+    """The Markdown table: each contender's median cycle and its ratio to the first (the floor)."""
     medians = {c.name: statistics.median(c.samples) / 1000 for c in group}
     floor = medians[group[0].name]
     width = max(len(c.name) for c in group)
@@ -202,6 +203,12 @@ def table(group: list[Contender]) -> list[str]:
         lines.append(
             f"| {c.name:<{width}} | {medians[c.name]:17.0f} | {medians[c.name] / floor:16.2f}x |"
         )
+    return lines
+
+
+def table(group: list[Contender]) -> list[str]:
+    medians = {c.name: statistics.median(c.samples) / 1000 for c in group}
+    lines = table_rows(group)
     ours, pottery, redlock_py = (medians[c.name] for c in group[3:6])
     lines += [
         "",

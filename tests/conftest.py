@@ -9,12 +9,19 @@ import pytest
 import redis
 
 from lockguide_lab.testbed import RedisServer
+from lockguide_lab.testbed.consensus import (
+    EtcdCluster,
+    ZooKeeperEnsemble,
+    etcd_executable,
+    zookeeper_classpath,
+)
 from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import (
     MASTER_PORTS,
     Backend,
     fake_backend,
     real_backend,
+    require_consensus,
     start_redis_server,
     start_redis_servers,
 )
@@ -65,3 +72,27 @@ def r(backend: Backend) -> Iterator[redis.Redis]:
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> SiteBuild:
     """The site, built once per session (``mkdocs build --strict``); see tests/sitebuild.py."""
     return build_site(site_dir_for_session(tmp_path_factory.mktemp("site-build") / "site"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-recorded",
+        action="store_true",
+        help="rewrite docs/lab/recorded/*.json from this run of the consensus scenarios",
+    )
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """A three-member etcd cluster on free loopback ports, for the whole session."""
+    require_consensus(etcd_executable)
+    with EtcdCluster(tmp_path_factory.mktemp("etcd")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """A three-server ZooKeeper ensemble on free loopback ports, for the whole session."""
+    require_consensus(zookeeper_classpath)
+    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
+        yield ensemble

@@ -308,3 +308,23 @@ def record_requests(
 
         monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
     return seen
+
+
+# -- consensus clusters (etcd, ZooKeeper) ----------------------------------------------------
+
+REQUIRE_CONSENSUS_ENV = "LOCKGUIDE_REQUIRE_CONSENSUS"
+
+
+def require_consensus(what: Callable[[], object]) -> None:
+    """Skip (or fail under ``LOCKGUIDE_REQUIRE_CONSENSUS=1``) when ``what()`` finds nothing.
+
+    ``what`` raises ``ServerUnavailable`` naming the package to install.
+    """
+    try:
+        what()
+        return
+    except ServerUnavailable as error:
+        reason = f"{error}; the consensus tests cannot run"
+    if os.environ.get(REQUIRE_CONSENSUS_ENV) == "1":
+        pytest.fail(f"{REQUIRE_CONSENSUS_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -205,3 +205,24 @@ class ExtensionLimitReached(LockError):
             "it stays held until its current validity runs out. Release it when the work is "
             "done, or allow more extensions."
         )
+
+
+class ClusterUnavailable(NotAcquired):
+    """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
+
+    From ``acquire``: nobody was granted the lock, since a cluster that cannot
+    reach a majority refuses everyone (safety over liveness). From ``release``:
+    the lease may still be there; it ends with its TTL or session, or retry.
+    ``cause`` is the last error seen.
+    """
+
+    def __init__(self, key: str, waited_ms: float, cause: str) -> None:
+        self.key = key
+        self.waited_ms = waited_ms
+        self.cause = cause
+        LockError.__init__(
+            self,
+            f"lock {key!r}: the cluster did not answer within {waited_ms:.0f} ms "
+            f"(last error: {cause}). A majority of its members may be down, or this client "
+            "cut off from them; nothing was granted. Retry later, or bring the members back.",
+        )

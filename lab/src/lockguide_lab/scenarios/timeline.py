@@ -168,12 +168,14 @@ class Timeline:
 
     @property
     def actors(self) -> tuple[str, ...]:
-        """The clients by name (``"A"``, ``"B"``, ...; ``"redis"`` excluded).
+        """The clients by name (``"A"``, ``"B"``, ...; the servers' actor excluded).
 
         By name rather than by first appearance, so that clients who start at
-        the same moment keep their rows from one run to the next.
+        the same moment keep their rows from one run to the next. The servers
+        record as ``"redis"`` (or ``"cluster"``), and only server events.
         """
-        return tuple(sorted({e.actor for e in self.events if e.actor != "redis"}))
+        servers = {e.actor for e in self.events if e.kind is Kind.SERVER} | {"redis"}
+        return tuple(sorted({e.actor for e in self.events} - servers))
 
     def of(self, actor: str, *kinds: Kind) -> list[Event]:
         """The events of one client, optionally only of some kinds."""
