@@ -95,6 +95,19 @@ def counter_key_for(key: str) -> str:
     return "{" + key + "}:fence"
 
 
+def check_counter_key(key: str, counter_key: object) -> str:
+    """The token counter's key: ``counter_key_for(key)`` by default, never the lock key."""
+    if counter_key is None:
+        counter_key = counter_key_for(key)
+    checked = check_key(counter_key, "counter_key")
+    if checked == key:
+        raise BadArgument(
+            f"counter_key must differ from the lock key {key!r}: the lock's SET would "
+            "overwrite the token counter"
+        )
+    return checked
+
+
 class FencedLock(Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
@@ -141,14 +154,7 @@ class FencedLock(Lock):
             drift_floor_ms=drift_floor_ms,
             clock=clock,
         )
-        if counter_key is None:
-            counter_key = counter_key_for(self._key)
-        self._counter_key = check_key(counter_key, "counter_key")
-        if self._counter_key == self._key:
-            raise BadArgument(
-                f"counter_key must differ from the lock key {key!r}: the lock's SET would "
-                "overwrite the token counter"
-            )
+        self._counter_key = check_counter_key(self._key, counter_key)
         self._token: int | None = None
 
     @property

@@ -37,6 +37,22 @@ from lockguide.lock import Lock
 __all__ = ["Watchdog"]
 
 
+def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[float, int]:
+    """The interval in seconds (a third of the TTL by default) and the renewal bound."""
+    every_ms = ttl_ms / 3 if every_ms is None else every_ms
+    interval = check_ms(every_ms, "every_ms")
+    if not 0 < interval < ttl_ms:
+        raise BadArgument(
+            f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
+            "a renewal after the lease has run out comes too late"
+        )
+    if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
+        raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
+    if max_renewals < 0:
+        raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
+    return interval / 1000.0, max_renewals
+
+
 class Watchdog:
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
@@ -69,19 +85,7 @@ class Watchdog:
         if not isinstance(lock, Lock):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
         self._lock = lock
-        every_ms = lock.ttl_ms / 3 if every_ms is None else every_ms
-        interval = check_ms(every_ms, "every_ms")
-        if not 0 < interval < lock.ttl_ms:
-            raise BadArgument(
-                f"every_ms must be > 0 and below the TTL ({lock.ttl_ms} ms), got {every_ms!r}: "
-                "a renewal after the lease has run out comes too late"
-            )
-        self._every_s = interval / 1000.0
-        if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
-            raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
-        if max_renewals < 0:
-            raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
-        self._max_renewals = max_renewals
+        self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
         self._renewals = 0
         self._stop = threading.Event()
         self._lost = threading.Event()
