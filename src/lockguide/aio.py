@@ -1,5 +1,7 @@
 """The same locks on ``redis.asyncio``: ``Lock``, ``FencedLock``, ``Redlock``, ``Watchdog``.
 
+(And ``FencedStore``, so an asyncio holder's writes are fenced without a blocking call.)
+
 Everything that is not I/O is the synchronous code's, imported, not copied:
 the argument checks, the scripts, the lease state and its rules
 (:class:`lockguide._base.LeaseState`), the Redlock checks and arithmetic, the
@@ -77,7 +79,16 @@ from lockguide.errors import (
     NotOwned,
     RenewalFailed,
 )
-from lockguide.fencing import FENCED_ACQUIRE, check_counter_key
+from lockguide.fencing import (
+    FENCED_ACQUIRE,
+    FENCED_WRITE,
+    Stored,
+    WriteResult,
+    _check_write,
+    _raise_if_refused,
+    check_counter_key,
+    check_store_key,
+)
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
 from lockguide.redlock import (
     DEFAULT_NODE_TIMEOUT_MS,
@@ -90,7 +101,7 @@ from lockguide.renewal import check_renewal
 from lockguide.tokens import new_lock_value
 from lockguide.validity import quorum
 
-__all__ = ["FencedLock", "Lock", "Redlock", "Watchdog"]
+__all__ = ["FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
 AsyncRedis = redis.asyncio.Redis
 
@@ -352,6 +363,50 @@ class FencedLock(Lock):
         token = int(await FENCED_ACQUIRE.run_async(self._redis, keys, (value, self._ttl_ms)))
         self._token = token or None
         return token > 0
+
+
+class FencedStore:
+    """:class:`lockguide.FencedStore` on ``redis.asyncio``: writes only with a newer token.
+
+    The same hash and the same script: ``value`` and ``token`` (the highest
+    accepted) change only if the write's token is greater, in one atomic step.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` (may be another server than the lock's).
+        key: the hash's key, e.g. ``"ledger:balance"``.
+        lock: the async :class:`FencedLock` whose tokens this store checks, if on
+            the same Redis: its keys must differ from ``key``.
+    """
+
+    def __init__(self, client: AsyncRedis, key: str, *, lock: FencedLock | None = None) -> None:
+        self._client = check_client(client)
+        self._key = check_store_key(key, lock, FencedLock)
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the hash."""
+        return self._key
+
+    async def try_write(self, token: int, value: str) -> WriteResult:
+        """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
+        token, value = _check_write(token, value)
+        reply = await FENCED_WRITE.run_async(self._client, (self._key,), (token, value))
+        accepted, highest = reply
+        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+
+    async def write(self, token: int, value: str) -> WriteResult:
+        """Like :meth:`try_write`, but a refusal raises.
+
+        Raises:
+            StaleToken: a token at least as high was already accepted; nothing written.
+        """
+        return _raise_if_refused(self._key, await self.try_write(token, value))
+
+    async def read(self) -> Stored:
+        """The current value and the highest token accepted."""
+        raw_value, raw_token = await self._client.hmget(self._key, ["value", "token"])
+        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
+        return Stored(value=value, token=int(raw_token or 0))
 
 
 class Redlock(AsyncLease):

@@ -38,9 +38,11 @@ from lockguide import (
     NotAcquired,
     NotOwned,
     RenewalFailed,
+    StaleToken,
+    Stored,
     WrongOwner,
 )
-from lockguide.aio import FencedLock, Lock, Redlock, Watchdog
+from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
 from lockguide.fencing import FENCED_ACQUIRE
 from lockguide_lab.testbed import RedisServer
 from tests.support import Backend, real_backend, record_async_requests
@@ -463,6 +465,27 @@ def test_tokens_increase_with_every_acquisition_and_only_while_held(backend: Bac
                 tokens.append(lock.token)
         assert tokens == [1, 2, 3]
         assert lock.counter_key == "{lock:aio}:fence"
+
+    run(main)
+
+
+def test_a_paused_holders_late_write_is_refused_by_the_store(backend: Backend) -> None:
+    async def main() -> None:
+        r = backend.async_client()
+        a = FencedLock(r, KEY, ttl_ms=200)
+        assert await a.acquire(blocking=False)
+        await asyncio.sleep(0.25)  # A pauses past its lease
+        b = FencedLock(r, KEY, ttl_ms=5_000)
+        assert await b.acquire(blocking=False)
+        store = FencedStore(r, "ledger:balance", lock=b)
+        assert (await store.write(b.token, "written by B")).accepted
+        late = await store.try_write(a.token, "written by A")
+        assert (late.accepted, late.highest) == (False, 2)
+        with pytest.raises(StaleToken):
+            await store.write(a.token, "written by A")
+        assert await store.read() == Stored(value="written by B", token=2)
+        with pytest.raises(BadArgument, match="collides"):
+            FencedStore(r, b.counter_key, lock=b)
 
     run(main)
 
