@@ -103,12 +103,10 @@ from lockguide.validity import quorum
 
 __all__ = ["FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
-AsyncRedis = redis.asyncio.Redis
 
-
-def check_client(client: object, name: str = "client") -> AsyncRedis:
+def check_client(client: object, name: str = "client") -> redis.asyncio.Redis:
     """A ``redis.asyncio.Redis`` (or subclass: fakeredis's ``FakeAsyncRedis``)."""
-    return check_client_of(AsyncRedis, "redis.asyncio.Redis", client, name)
+    return check_client_of(redis.asyncio.Redis, "redis.asyncio.Redis", client, name)
 
 
 async def _shielded(work: Any) -> None:
@@ -193,7 +191,7 @@ class Lock(AsyncLease):
 
     def __init__(
         self,
-        client: AsyncRedis,
+        client: redis.asyncio.Redis,
         key: str,
         ttl_ms: int,
         *,
@@ -209,7 +207,9 @@ class Lock(AsyncLease):
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
         timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
-        self._redis = AsyncRedis(connection_pool=bounded_async_pool(self._client, timeout / 1000))
+        self._redis = redis.asyncio.Redis(
+            connection_pool=bounded_async_pool(self._client, timeout / 1000)
+        )
 
     async def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; ``True`` if this call got it (see :meth:`lockguide.Lock.acquire`).
@@ -311,7 +311,7 @@ class FencedLock(Lock):
 
     def __init__(
         self,
-        client: AsyncRedis,
+        client: redis.asyncio.Redis,
         key: str,
         ttl_ms: int,
         *,
@@ -378,7 +378,9 @@ class FencedStore:
             the same Redis: its keys must differ from ``key``.
     """
 
-    def __init__(self, client: AsyncRedis, key: str, *, lock: FencedLock | None = None) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, key: str, *, lock: FencedLock | None = None
+    ) -> None:
         self._client = check_client(client)
         self._key = check_store_key(key, lock, FencedLock)
 
@@ -429,7 +431,7 @@ class Redlock(AsyncLease):
 
     def __init__(
         self,
-        masters: Collection[AsyncRedis],
+        masters: Collection[redis.asyncio.Redis],
         key: str,
         ttl_ms: int,
         *,
@@ -443,7 +445,9 @@ class Redlock(AsyncLease):
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
     ) -> None:
-        clients, where = check_masters(masters, AsyncRedis, check_client, "redis.asyncio.Redis")
+        clients, where = check_masters(
+            masters, redis.asyncio.Redis, check_client, "redis.asyncio.Redis"
+        )
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
@@ -461,7 +465,7 @@ class Redlock(AsyncLease):
         self._last: Attempt | None = None
 
     @property
-    def masters(self) -> tuple[AsyncRedis, ...]:
+    def masters(self) -> tuple[redis.asyncio.Redis, ...]:
         """The clients, one per master, in the order given."""
         return self._masters
 
@@ -605,7 +609,7 @@ class Redlock(AsyncLease):
         for i, reply in enumerate(replies):
             if isinstance(reply, rx.NoScriptError):  # first use there, a restart, SCRIPT FLUSH
                 try:
-                    client = AsyncRedis(connection_pool=self._pools[i])
+                    client = redis.asyncio.Redis(connection_pool=self._pools[i])
                     replies[i] = await script.run_async(client, (self._key,), (value, *args))
                 except (rx.RedisError, OSError) as error:
                     replies[i] = error
