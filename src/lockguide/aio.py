@@ -616,59 +616,38 @@ class Redlock(AsyncLease):
         return replies
 
     async def _fan_out(self, command: tuple[Any, ...]) -> list[Any]:
-        """Send ``command`` to every master, then await every reply; a reply or its exception each.
+        """Send ``command`` to every master at once; a reply or its exception each.
 
-        Every request is written before any reply is awaited, and each reply is
-        awaited until the per-node timeout after its own request. A connection
-        whose reply did not come is closed (redis-py closes a connection whose
-        read was cancelled), so that reply can never be read as another's.
+        One coroutine per master, all started together: each writes its request
+        and then awaits the reply, so every request is on the wire before any
+        reply is read. Each master gets at most the per-node timeout, connecting
+        included. A connection whose reply did not come is closed, so that reply
+        can never be read as the answer to another request.
         """
         timeout_s = self._node_timeout_ms / 1000.0
-        loop = asyncio.get_running_loop()
-        count = len(self._pools)
-        results: list[Any] = [None] * count
-        conns: list[Any] = [None] * count
-        due = [0.0] * count
 
-        async def send(i: int) -> None:
+        async def one(pool: redis.asyncio.ConnectionPool) -> Any:
+            conn = None
             try:
-                conns[i] = await self._pools[i].get_connection()  # type: ignore[no-untyped-call]
-                await conns[i].send_command(*command)
-                due[i] = loop.time() + timeout_s
-            except (rx.RedisError, OSError) as error:
-                results[i] = error
-
-        async def receive(i: int) -> None:
-            try:
-                results[i] = await asyncio.wait_for(
-                    conns[i].read_response(), max(due[i] - loop.time(), 1e-3)
-                )
+                async with asyncio.timeout(timeout_s):
+                    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+                    await conn.send_command(*command)
+                    return await conn.read_response()
             except TimeoutError:
-                results[i] = rx.TimeoutError(f"no reply within {self._node_timeout_ms:g} ms")
+                if conn is not None:
+                    await conn.disconnect(nowait=True)
+                return rx.TimeoutError(f"no reply within {self._node_timeout_ms:g} ms")
             except (rx.RedisError, OSError) as error:
-                results[i] = error
-
-        try:
-            await asyncio.wait_for(asyncio.gather(*(send(i) for i in range(count))), timeout_s)
-            await asyncio.gather(
-                *(receive(i) for i in range(count) if conns[i] is not None and results[i] is None)
-            )
-        except TimeoutError:  # connecting took the whole per-node timeout somewhere
-            for i in range(count):
-                if results[i] is None:
-                    results[i] = rx.TimeoutError(f"not sent within {self._node_timeout_ms:g} ms")
-                    if conns[i] is not None:
-                        await conns[i].disconnect(nowait=True)
-        except BaseException:
-            for conn in conns:
+                return error
+            except BaseException:
                 if conn is not None:
                     await conn.disconnect(nowait=True)  # a reply may still be on its way
-            raise
-        finally:
-            for pool, conn in zip(self._pools, conns, strict=True):
+                raise
+            finally:
                 if conn is not None:
                     await pool.release(conn)
-        return results
+
+        return list(await asyncio.gather(*(one(pool) for pool in self._pools)))
 
     async def _acquire_for_with(self) -> None:
         started = self._clock()
