@@ -1,9 +1,10 @@
 """The same locks on ``redis.asyncio``: ``Lock``, ``FencedLock``, ``Redlock``, ``Watchdog``.
 
-(And ``FencedStore``, so an asyncio holder's writes are fenced without a blocking call.)
+``FencedStore`` too, so that an asyncio holder's writes are fenced without a
+blocking call.
 
-Everything that is not I/O is the synchronous code's, imported, not copied:
-the argument checks, the scripts, the lease state and its rules
+Everything that is not I/O is the synchronous code's, imported, not copied: the
+argument checks, the scripts, the lease state and its rules
 (:class:`lockguide._base.LeaseState`), the Redlock checks and arithmetic, the
 errors. What changes is who a lock belongs to and how a request is waited for.
 
