@@ -78,7 +78,6 @@ from lockguide.errors import (
     NoQuorum,
     NotAcquired,
     NotOwned,
-    RenewalFailed,
 )
 from lockguide.fencing import (
     FENCED_ACQUIRE,
@@ -98,7 +97,7 @@ from lockguide.redlock import (
     check_redlock_options,
     tally,
 )
-from lockguide.renewal import check_renewal
+from lockguide.renewal import WatchdogState, check_renewal
 from lockguide.tokens import new_lock_value
 from lockguide.validity import quorum
 
@@ -671,7 +670,7 @@ class Redlock(AsyncLease):
         )
 
 
-class Watchdog:
+class Watchdog(WatchdogState):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async lock.
 
     Every ``every_ms`` the task extends the lease by the TTL; it stops when the
@@ -702,19 +701,14 @@ class Watchdog:
             raise BadArgumentType(
                 f"lock must be a lockguide.aio Lock or FencedLock, not {type(lock).__name__}"
             )
-        self._lock = lock
+        self._lock: Lock = lock
         self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
         self._renewals = 0
         self._stop = asyncio.Event()
-        self._lost = asyncio.Event()
-        self._error: RenewalFailed | None = None
+        self._lost: asyncio.Event = asyncio.Event()
+        self._error = None
         self._task: asyncio.Task[None] | None = None
         self._reported = False
-
-    @property
-    def lost(self) -> bool:
-        """Whether the lease was found lost (or could not be renewed in time)."""
-        return self._lost.is_set()
 
     @property
     def lost_event(self) -> asyncio.Event:
@@ -722,34 +716,9 @@ class Watchdog:
         return self._lost
 
     @property
-    def error(self) -> RenewalFailed | None:
-        """The failure, once there is one."""
-        return self._error
-
-    @property
-    def renewals(self) -> int:
-        """How many renewals have succeeded so far."""
-        return self._renewals
-
-    @property
     def running(self) -> bool:
         """Whether the renewal task is still running."""
         return self._task is not None and not self._task.done()
-
-    def check(self) -> None:
-        """Raise if the holder must not write now; call it before each write.
-
-        Raises:
-            RenewalFailed: a renewal failed, or the lease ran out.
-        """
-        if self._error is None and self._lock.validity_remaining_ms() > 0:
-            return
-        self._reported = True
-        raise self._error or RenewalFailed(
-            self._lock.key,
-            "the lease has run out on this process's clock (the renewal bound was "
-            "reached, or the event loop was blocked and the watchdog with it)",
-        )
 
     def start(self) -> None:
         """Start renewing the held lock, in a task of the running event loop.
@@ -862,9 +831,3 @@ class Watchdog:
                 wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
                 continue
             self._renewals += 1
-
-    def _fail(self, reason: str) -> None:
-        """Record the first failure and wake whoever waits on :attr:`lost_event`."""
-        if self._error is None:
-            self._error = RenewalFailed(self._lock.key, reason)
-        self._lost.set()
