@@ -161,6 +161,38 @@ def test_async_with_raises_not_acquired_when_busy(kind: Kind) -> None:
     run(main)
 
 
+def test_a_grant_whose_reply_arrives_after_the_lease_counts_as_a_failure(backend: Backend) -> None:
+    r = backend.client()
+    readings = iter(range(100))
+
+    def slow_clock() -> float:
+        return next(readings) * 0.2  # every reading is 200 ms after the last one
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=100, clock=slow_clock)
+        assert not await lock.acquire(blocking=False)
+        assert not lock.held
+
+    run(main)
+    assert r.exists(KEY) == 0, "the late grant was deleted at once"
+
+
+def test_clients_that_decode_responses_work(backend: Backend) -> None:
+    async def main() -> None:
+        single = Lock(backend.async_client(decode_responses=True), KEY, ttl_ms=5_000)
+        many = Redlock(
+            backend.async_masters(decode_responses=True), "lock:aio:5", 5_000, node_timeout_ms=100
+        )
+        for lock in (single, many):
+            assert await lock.acquire(blocking=False)
+            assert await lock.owned()
+            await lock.extend()
+            await lock.release()
+            assert not await lock.locked()
+
+    run(main)
+
+
 # -- 1. leaving `async with`: the body's exception wins --------------------------------------
 
 
