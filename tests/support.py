@@ -8,6 +8,7 @@ and restarted), in-process ones :class:`~lockguide_lab.testbed.FakeServer`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ import fakeredis
 import port_for
 import pytest
 import redis
+import redis.asyncio
 
 from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
 from lockguide_lab.testbed.link import RespRequests
@@ -87,16 +89,28 @@ class Backend:
 
     name: str
     redis_class: type[redis.Redis]
+    async_redis_class: type[redis.asyncio.Redis]
 
     def client(self, **kwargs: Any) -> redis.Redis:
         return self.redis_class(**kwargs)
 
+    def async_client(self, **kwargs: Any) -> redis.asyncio.Redis:
+        """A ``redis.asyncio`` client on the same server ``client(**kwargs)`` reaches."""
+        return self.async_redis_class(**kwargs)
+
     def patch_redis_module(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(redis, "Redis", self.redis_class)
+        monkeypatch.setattr(redis.asyncio, "Redis", self.async_redis_class)
 
     def masters(self, count: int = len(MASTER_PORTS), **kwargs: Any) -> list[redis.Redis]:
         """Clients for ``count`` distinct servers: ``redis.Redis(port=6379)``, 6380, ..."""
         return [self.client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
+
+    def async_masters(
+        self, count: int = len(MASTER_PORTS), **kwargs: Any
+    ) -> list[redis.asyncio.Redis]:
+        """``redis.asyncio`` clients for the servers :meth:`masters` reaches."""
+        return [self.async_client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
 
 
 def fake_backend() -> Backend:
@@ -107,17 +121,25 @@ def fake_backend() -> Backend:
     """
     servers: dict[tuple[str, int], FakeServer] = {("localhost", DEFAULT_PORT): FakeServer()}
 
+    def on_server(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if "server" not in kwargs:
+            host, port = _address(args, kwargs)
+            address = ("localhost" if host in _LOOPBACK_NAMES else host, port)
+            if address not in servers:
+                servers[address] = FakeServer()
+            kwargs["server"] = servers[address]
+
     class FakeRedisOnServer(fakeredis.FakeRedis):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            if "server" not in kwargs:
-                host, port = _address(args, kwargs)
-                address = ("localhost" if host in _LOOPBACK_NAMES else host, port)
-                if address not in servers:
-                    servers[address] = FakeServer()
-                kwargs["server"] = servers[address]
+            on_server(args, kwargs)
             super().__init__(*args, **kwargs)
 
-    return Backend("fakeredis", FakeRedisOnServer)
+    class FakeAsyncRedisOnServer(fakeredis.FakeAsyncRedis):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            on_server(args, kwargs)
+            super().__init__(*args, **kwargs)
+
+    return Backend("fakeredis", FakeRedisOnServer, FakeAsyncRedisOnServer)
 
 
 def real_backend(server: RedisServer, masters: Sequence[RedisServer] | None = None) -> Backend:
@@ -131,29 +153,38 @@ def real_backend(server: RedisServer, masters: Sequence[RedisServer] | None = No
         zip(MASTER_PORTS, [server, *(masters or ())], strict=False)
     )
     original: type[redis.Redis] = redis.Redis
+    original_async: type[redis.asyncio.Redis] = redis.asyncio.Redis
+
+    def to_server(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if len(args) > 2:
+            raise TypeError("pass redis.Redis arguments after host and port by keyword")
+        host, port = _address(args, kwargs)
+        if _is_master_port(host, port):
+            target = by_port.get(port)
+            if target is None:
+                raise ValueError(
+                    f"port {port} is a Redlock master port, but this backend was built "
+                    "without the extra master servers (real_backend(..., masters=...))"
+                )
+            host, port = target.host, target.port
+        kwargs["host"], kwargs["port"] = host, port
+        kwargs.setdefault("socket_timeout", 5.0)
 
     class RedisOnTestServer(original):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            if len(args) > 2:
-                raise TypeError("pass redis.Redis arguments after host and port by keyword")
-            host, port = _address(args, kwargs)
-            if _is_master_port(host, port):
-                target = by_port.get(port)
-                if target is None:
-                    raise ValueError(
-                        f"port {port} is a Redlock master port, but this backend was built "
-                        "without the extra master servers (real_backend(..., masters=...))"
-                    )
-                host, port = target.host, target.port
-            kwargs["host"], kwargs["port"] = host, port
-            kwargs.setdefault("socket_timeout", 5.0)
+            to_server(args, kwargs)
+            super().__init__(**kwargs)
+
+    class AsyncRedisOnTestServer(original_async):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            to_server(args, kwargs)
             super().__init__(**kwargs)
 
     for target in by_port.values():
         with original(host=target.host, port=target.port) as admin:
             admin.flushall()
             admin.script_flush()
-    return Backend("redis-server", RedisOnTestServer)
+    return Backend("redis-server", RedisOnTestServer, AsyncRedisOnTestServer)
 
 
 BackendFactory = Callable[[], Backend]
@@ -328,3 +359,58 @@ def require_consensus(what: Callable[[], object]) -> None:
     if os.environ.get(REQUIRE_CONSENSUS_ENV) == "1":
         pytest.fail(f"{REQUIRE_CONSENSUS_ENV}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def record_async_requests(
+    monkeypatch: pytest.MonkeyPatch,
+    clients: list[redis.asyncio.Redis],
+    *,
+    hang: str | None = None,
+    refuse_once: str | None = None,
+) -> list[Any]:
+    """:func:`record_requests` for ``redis.asyncio`` clients (and locks made on them afterwards).
+
+    Each connect, each command sent (``("send", i, args)``) and each reply read
+    (``("reply", i)``) is recorded, ``i`` being the client's index. With
+    ``hang``, a command naming ``hang`` reaches Redis and runs, but its reply
+    never comes: the read waits until it is cancelled (or times out), and the
+    connection is closed then, as redis-py does. With ``refuse_once``, the first
+    command naming it on each client never leaves: ``ConnectionError``.
+    """
+    seen: list[Any] = []
+    refused: set[int] = set()
+    for index, client in enumerate(clients):
+        base: type[Any] = client.connection_pool.connection_class
+
+        class Recording(base):  # type: ignore[misc]
+            hanging = False
+            server = index  # this class's client (the loop variable moves on)
+
+            async def connect(self, *args: Any, **kwargs: Any) -> None:
+                if not self.is_connected:
+                    seen.append("connect")
+                await super().connect(*args, **kwargs)
+
+            async def send_command(self, *args: Any, **kwargs: Any) -> None:
+                words = [str(a) for a in args]
+                if refuse_once in words and self.server not in refused:
+                    refused.add(self.server)
+                    raise redis.exceptions.ConnectionError("the server could not be reached")
+                seen.append(("send", self.server, args))
+                self.hanging = hang is not None and hang in words
+                await super().send_command(*args, **kwargs)
+
+            async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                reply = await super().read_response(*args, **kwargs)
+                if self.hanging:
+                    self.hanging = False
+                    try:
+                        await asyncio.sleep(3600)  # the reply is lost on the way
+                    except BaseException:
+                        await self.disconnect(nowait=True)
+                        raise
+                seen.append(("reply", self.server))
+                return reply
+
+        monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
+    return seen

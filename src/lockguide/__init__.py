@@ -3,6 +3,9 @@
 Every rule the guide teaches is enforced here: unpredictable lock values,
 compare-and-delete release, monotonic deadlines measured from before the
 request, and typed errors that say what to do next.
+
+The same locks on ``redis.asyncio`` are in :mod:`lockguide.aio` (same names,
+so they are not re-exported here).
 """
 
 from lockguide.errors import (

@@ -16,7 +16,8 @@ Read :mod:`lockguide.lock` first; this module holds the parts that
   settings, with every socket operation bounded by the lock's timeout and no
   retries. Nothing here reads a private attribute of redis-py.
 * **Lease state**: the key, the TTL, this holder's random value while it holds
-  the lock, the deadline on the lock's clock, and the thread that acquired it.
+  the lock, the deadline on the lock's clock, and who acquired it (a thread
+  here; an asyncio task in :mod:`lockguide.aio`, which shares all of it).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import weakref
 from collections.abc import Callable
 from importlib import resources
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
@@ -43,15 +46,21 @@ from lockguide.errors import AlreadyAcquired, BadArgument, BadArgumentType, NotO
 MAX_TTL_MS = 7 * 24 * 3600 * 1000
 
 Clock = Callable[[], float]
+C = TypeVar("C")
 
 # -- checks -----------------------------------------------------------------------
 
 
 def check_client(client: object, name: str = "client") -> redis.Redis:
     """A synchronous ``redis.Redis`` (or subclass: fakeredis, a Sentinel master client)."""
-    if not isinstance(client, redis.Redis):
+    return check_client_of(redis.Redis, "redis.Redis", client, name)
+
+
+def check_client_of(kind: type[C], label: str, client: object, name: str = "client") -> C:
+    """A client of class ``kind`` (``redis.Redis``, ``redis.asyncio.Redis``), named ``label``."""
+    if not isinstance(client, kind):
         raise BadArgumentType(
-            f"{name} must be a redis.Redis instance (for example redis.Redis(host=...)), "
+            f"{name} must be a {label} instance (for example {label}(host=...)), "
             f"not {type(client).__name__}"
         )
     return client
@@ -152,6 +161,16 @@ class LuaScript:
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
+    async def run_async(
+        self, client: redis.asyncio.Redis, keys: tuple[str, ...], args: tuple[Any, ...]
+    ) -> Any:
+        """:meth:`__call__` on a ``redis.asyncio`` client."""
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
     def command(self, keys: tuple[str, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The ``EVALSHA`` command's arguments, for sending on a connection."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
@@ -162,9 +181,27 @@ EXTEND = LuaScript("extend.lua")
 
 # -- connections ------------------------------------------------------------------
 
-_POOLS: weakref.WeakKeyDictionary[Any, dict[float, redis.ConnectionPool]]
+_POOLS: weakref.WeakKeyDictionary[Any, dict[float, Any]]
 _POOLS = weakref.WeakKeyDictionary()
 _POOLS_LOCK = threading.Lock()
+
+
+def _bounded(pool: Any, timeout_s: float, make: Callable[..., Any], retry: Any) -> Any:
+    """The pool ``make(connection_class=..., **settings)`` to ``pool``'s server, made once."""
+    with _POOLS_LOCK:
+        by_timeout = _POOLS.setdefault(pool, {})
+        mine = by_timeout.get(timeout_s)
+        if mine is None:
+            settings = dict(pool.connection_kwargs)
+            settings.update(
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=retry,
+                retry_on_error=[],
+            )
+            mine = make(connection_class=pool.connection_class, **settings)
+            by_timeout[timeout_s] = mine
+        return mine
 
 
 def bounded_pool(client: redis.Redis, timeout_s: float) -> redis.ConnectionPool:
@@ -176,21 +213,19 @@ def bounded_pool(client: redis.Redis, timeout_s: float) -> redis.ConnectionPool:
     Shared by every lock on the same client and timeout, so making a lock per
     acquisition costs no new connections.
     """
-    pool = client.connection_pool
-    with _POOLS_LOCK:
-        by_timeout = _POOLS.setdefault(pool, {})
-        mine = by_timeout.get(timeout_s)
-        if mine is None:
-            settings = dict(pool.connection_kwargs)
-            settings.update(
-                socket_timeout=timeout_s,
-                socket_connect_timeout=timeout_s,
-                retry=Retry(NoBackoff(), 0),
-                retry_on_error=[],
-            )
-            mine = redis.ConnectionPool(connection_class=pool.connection_class, **settings)
-            by_timeout[timeout_s] = mine
-        return mine
+    pool: redis.ConnectionPool
+    pool = _bounded(client.connection_pool, timeout_s, redis.ConnectionPool, Retry(NoBackoff(), 0))
+    return pool
+
+
+def bounded_async_pool(
+    client: redis.asyncio.Redis, timeout_s: float
+) -> redis.asyncio.ConnectionPool:
+    """:func:`bounded_pool` for a ``redis.asyncio`` client (same settings, asyncio classes)."""
+    pool: redis.asyncio.ConnectionPool = _bounded(
+        client.connection_pool, timeout_s, redis.asyncio.ConnectionPool, AsyncRetry(NoBackoff(), 0)
+    )
+    return pool
 
 
 def bounded_client(client: redis.Redis, timeout_s: float) -> redis.Redis:
@@ -204,11 +239,13 @@ def bounded_client(client: redis.Redis, timeout_s: float) -> redis.Redis:
 UNSET: Any = object()
 
 
-class Lease:
+class LeaseState:
     """The state of one lease, its read-only facts, and the rules every lock here shares.
 
-    A subclass's ``__init__`` calls :meth:`_init_lease`; ``_value`` is ``None``
-    whenever the lock is not held.
+    No I/O and no ``with``: :class:`Lease` adds those for the threaded locks,
+    :mod:`lockguide.aio` for the asyncio ones. A subclass's ``__init__`` calls
+    :meth:`_init_lease`; ``_value`` is ``None`` whenever the lock is not held.
+    :meth:`_holder` names the caller a lease belongs to (the thread here).
     """
 
     _key: str
@@ -220,7 +257,7 @@ class Lease:
     _clock: Clock
     _value: str | None
     _deadline: float
-    _owners: set[int]
+    _owners: set[object]
 
     def _init_lease(
         self,
@@ -308,24 +345,37 @@ class Lease:
             return pause
         return max(0.0, min(pause, give_up_at - self._clock()))
 
+    def _holder(self) -> object:
+        """Who is calling: the one a grant belongs to (the current thread's ident)."""
+        return threading.get_ident()
+
     def _won(self, value: str, started: float) -> None:
-        """Record a grant: the value, the deadline, and the thread that may use it."""
+        """Record a grant: the value, the deadline, and the caller that may use it."""
         self._value = value
         self._deadline = started + self._usable_ms / 1000.0
-        self._owners = {threading.get_ident()}
+        self._owners = {self._holder()}
 
     def _check_owner(self, action: str) -> str:
-        """The held value, if the calling thread may ``action`` the lock; else a typed error."""
+        """The held value, if the caller may ``action`` the lock; else a typed error."""
         value = self._value
         if value is None:
             raise NotOwned(self._key, action)
-        if threading.get_ident() not in self._owners:
+        if self._holder() not in self._owners:
             raise WrongOwner(self._key, action)
         return value
 
-    def _allow_thread(self, ident: int) -> None:
-        """Let another thread extend and release this lease (the renewal watchdog's)."""
+    def _allow_thread(self, ident: object) -> None:
+        """Let another thread (or task) extend and release this lease (the watchdog's)."""
         self._owners.add(ident)
+
+
+def note_failed_release(exc: BaseException, key: str, error: Exception) -> None:
+    """Add a failed release to the body's exception, which stays the one raised."""
+    exc.add_note(f"lockguide: releasing {key!r} on the way out also failed: {error}")
+
+
+class Lease(LeaseState):
+    """A :class:`LeaseState` owned by a thread, with ``with``: the synchronous locks' base."""
 
     def release(self) -> object:
         """Release what :meth:`acquire` took; every lock defines it."""
@@ -360,4 +410,4 @@ class Lease:
         try:
             self.release()
         except Exception as error:  # the body's exception is the one to report
-            exc.add_note(f"lockguide: releasing {self._key!r} on the way out also failed: {error}")
+            note_failed_release(exc, self._key, error)

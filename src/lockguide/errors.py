@@ -45,11 +45,15 @@ class NotOwned(LockError):
 
 
 class WrongOwner(NotOwned):
-    """Release or extend from a thread other than the acquiring one (or its watchdog)."""
+    """Release or extend from a thread (or asyncio task) other than the acquiring one.
+
+    The lock's renewal watchdog is let in; nobody else is.
+    """
 
     _message = (
-        "cannot {action} lock {key!r} from this thread: another thread acquired it, "
-        "and only that thread may release or extend it. Give each thread its own lock object."
+        "cannot {action} lock {key!r} from this thread or task: another one acquired it, "
+        "and only that thread or asyncio task may release or extend it. Give each thread "
+        "or task its own lock object."
     )
 
 

@@ -95,6 +95,19 @@ def counter_key_for(key: str) -> str:
     return "{" + key + "}:fence"
 
 
+def check_counter_key(key: str, counter_key: object) -> str:
+    """The token counter's key: ``counter_key_for(key)`` by default, never the lock key."""
+    if counter_key is None:
+        counter_key = counter_key_for(key)
+    checked = check_key(counter_key, "counter_key")
+    if checked == key:
+        raise BadArgument(
+            f"counter_key must differ from the lock key {key!r}: the lock's SET would "
+            "overwrite the token counter"
+        )
+    return checked
+
+
 class FencedLock(Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
@@ -141,14 +154,7 @@ class FencedLock(Lock):
             drift_floor_ms=drift_floor_ms,
             clock=clock,
         )
-        if counter_key is None:
-            counter_key = counter_key_for(self._key)
-        self._counter_key = check_key(counter_key, "counter_key")
-        if self._counter_key == self._key:
-            raise BadArgument(
-                f"counter_key must differ from the lock key {key!r}: the lock's SET would "
-                "overwrite the token counter"
-            )
+        self._counter_key = check_counter_key(self._key, counter_key)
         self._token: int | None = None
 
     @property
@@ -207,6 +213,21 @@ class Stored:
     token: int
 
 
+def check_store_key(key: object, lock: object, lock_type: type[Any]) -> str:
+    """A fenced store's key: a non-empty string that is neither of ``lock``'s keys."""
+    checked = check_key(key)
+    if lock is not None:
+        if not isinstance(lock, lock_type):
+            raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
+        if checked in (lock.key, lock.counter_key):
+            raise BadArgument(
+                f"store key {checked!r} collides with the lock's keys ({lock.key!r}, "
+                f"{lock.counter_key!r}): the lock would overwrite the data, or the data "
+                "the lock. Give the resource its own key, e.g. 'ledger:balance'."
+            )
+    return checked
+
+
 class FencedStore:
     """A value in a Redis hash that only accepts writes with a newer fencing token.
 
@@ -222,16 +243,7 @@ class FencedStore:
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
         self._client = check_client(client)
-        self._key = check_key(key)
-        if lock is not None:
-            if not isinstance(lock, FencedLock):
-                raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
-            if key in (lock.key, lock.counter_key):
-                raise BadArgument(
-                    f"store key {key!r} collides with the lock's keys ({lock.key!r}, "
-                    f"{lock.counter_key!r}): the lock would overwrite the data, or the data "
-                    "the lock. Give the resource its own key, e.g. 'ledger:balance'."
-                )
+        self._key = check_store_key(key, lock, FencedLock)
 
     @property
     def key(self) -> str:

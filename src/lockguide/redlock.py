@@ -42,6 +42,7 @@ from lockguide._base import (
     RELEASE,
     UNSET,
     Lease,
+    LeaseState,
     LuaScript,
     bounded_pool,
     check_client,
@@ -140,6 +141,74 @@ def _beyond_retry(error: BaseException) -> bool:
     return isinstance(error, rx.ResponseError) and not isinstance(error, rx.TryAgainError)
 
 
+def check_masters(
+    masters: object, client_type: type[Any], check: Callable[[object, str], Any], name: str
+) -> tuple[tuple[Any, ...], list[str]]:
+    """The masters as a tuple of checked clients, and where each is; refused if repeated."""
+    if isinstance(masters, client_type | str | bytes) or not isinstance(masters, Collection):
+        raise BadArgumentType(
+            f"masters must be a list of {name} clients, one per independent master, "
+            f"not {type(masters).__name__}"
+        )
+    clients = tuple(check(m, f"masters[{i}]") for i, m in enumerate(masters))
+    if not clients:
+        raise BadArgument(
+            "masters must not be empty: Redlock needs independent Redis masters "
+            "(five, on separate machines, is the usual choice)"
+        )
+    where = [_where(c) for c in clients]
+    for i, place in enumerate(where):
+        if place in where[:i]:
+            raise BadArgument(
+                f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
+                "each vote must come from an independent master, or one failure counts twice"
+            )
+    return clients, where
+
+
+def check_redlock_options(
+    lease: LeaseState,
+    node_timeout_ms: object,
+    retry_delay_ms: object,
+    max_extensions: object,
+    rng: object,
+    on_attempt: object,
+) -> float:
+    """Refuse what cannot work for a Redlock on ``lease``; the per-node timeout in ms."""
+    node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
+    if node_timeout >= lease._usable_ms:
+        raise BadArgument(
+            f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
+            f"ttl_ms={lease.ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
+        )
+    if lease._retry_delay_ms[0] == lease._retry_delay_ms[1]:
+        raise BadArgument(
+            f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
+            "contenders that wait the same time retry in step and split the vote again"
+        )
+    if isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
+        raise BadArgumentType(f"max_extensions must be an int, not {max_extensions!r}")
+    if max_extensions < 0:
+        raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
+    if rng is not None and not isinstance(rng, random.Random):
+        raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
+    if on_attempt is not None and not callable(on_attempt):
+        raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
+    return node_timeout
+
+
+def tally(
+    replies: list[Any], elapsed_ms: float, ttl_ms: int, drift: tuple[float, float]
+) -> tuple[Attempt, dict[int, Exception], int | None]:
+    """Judge one try's replies: the attempt, the errors by master, the first fatal one."""
+    errors = {i: r for i, r in enumerate(replies) if isinstance(r, Exception)}
+    granted = sum(1 for r in replies if r is not None and not isinstance(r, Exception))
+    causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
+    verdict = judge(ttl_ms, elapsed_ms, granted, len(replies), *drift)
+    attempt = Attempt(verdict, len(replies) - granted - len(errors), len(errors), causes)
+    return attempt, errors, next((i for i, e in errors.items() if _beyond_retry(e)), None)
+
+
 class Redlock(Lease):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
@@ -197,46 +266,13 @@ class Redlock(Lease):
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
     ) -> None:
-        if isinstance(masters, redis.Redis | str | bytes) or not isinstance(masters, Collection):
-            raise BadArgumentType(
-                "masters must be a list of redis.Redis clients, one per independent master, "
-                f"not {type(masters).__name__}"
-            )
-        clients = tuple(check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
-        if not clients:
-            raise BadArgument(
-                "masters must not be empty: Redlock needs independent Redis masters "
-                "(five, on separate machines, is the usual choice)"
-            )
-        where = [_where(c) for c in clients]
-        for i, place in enumerate(where):
-            if place in where[:i]:
-                raise BadArgument(
-                    f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
-                    "each vote must come from an independent master, or one failure counts twice"
-                )
+        clients, where = check_masters(masters, redis.Redis, check_client, "redis.Redis")
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
-        node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
-        if node_timeout >= self._usable_ms:
-            raise BadArgument(
-                f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
-                f"ttl_ms={self._ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
-            )
-        if self._retry_delay_ms[0] == self._retry_delay_ms[1]:
-            raise BadArgument(
-                f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
-                "contenders that wait the same time retry in step and split the vote again"
-            )
-        if isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
-            raise BadArgumentType(f"max_extensions must be an int, not {max_extensions!r}")
-        if max_extensions < 0:
-            raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
-        if rng is not None and not isinstance(rng, random.Random):
-            raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
-        if on_attempt is not None and not callable(on_attempt):
-            raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
+        node_timeout = check_redlock_options(
+            self, node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt
+        )
         self._masters, self._where = clients, where
         self._quorum = quorum(len(clients))
         self._node_timeout_ms = node_timeout
@@ -373,13 +409,8 @@ class Redlock(Lease):
             started = self._clock()
             replies = self._fan_out(("SET", self._key, value, "NX", "PX", self._ttl_ms))
             elapsed_ms = (self._clock() - started) * 1000.0
-            errors = {i: r for i, r in enumerate(replies) if isinstance(r, Exception)}
-            granted = sum(1 for r in replies if r is not None and not isinstance(r, Exception))
-            causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
-            verdict = judge(self._ttl_ms, elapsed_ms, granted, len(replies), *self._drift)
-            attempt = Attempt(verdict, len(replies) - granted - len(errors), len(errors), causes)
+            attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
             self._last = attempt
-            fatal = next((i for i, e in errors.items() if _beyond_retry(e)), None)
             if attempt.acquired and fatal is None:
                 self._won(value, started)
                 self._extensions = self._released = 0

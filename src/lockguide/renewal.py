@@ -20,10 +20,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from types import TracebackType
+from typing import Protocol
 
 from redis.exceptions import RedisError
 
-from lockguide._base import check_ms
+from lockguide._base import LeaseState, check_ms
 from lockguide.errors import (
     BadArgument,
     BadArgumentType,
@@ -37,7 +38,81 @@ from lockguide.lock import Lock
 __all__ = ["Watchdog"]
 
 
-class Watchdog:
+def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[float, int]:
+    """The interval in seconds (a third of the TTL by default) and the renewal bound."""
+    every_ms = ttl_ms / 3 if every_ms is None else every_ms
+    interval = check_ms(every_ms, "every_ms")
+    if not 0 < interval < ttl_ms:
+        raise BadArgument(
+            f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
+            "a renewal after the lease has run out comes too late"
+        )
+    if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
+        raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
+    if max_renewals < 0:
+        raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
+    return interval / 1000.0, max_renewals
+
+
+class Flag(Protocol):
+    """What a watchdog's loss signal is: a ``threading.Event`` or an ``asyncio.Event``."""
+
+    def is_set(self) -> bool: ...  # pragma: no cover - protocol
+    def set(self) -> None: ...  # pragma: no cover - protocol
+
+
+class WatchdogState:
+    """What a watchdog knows and how it reports a loss: shared by the thread and the task.
+
+    The subclass sets ``_lock``, ``_lost`` (a :class:`Flag`), ``_error = None``,
+    ``_renewals = 0`` and ``_reported = False``.
+    """
+
+    _lock: LeaseState
+    _lost: Flag
+    _error: RenewalFailed | None
+    _renewals: int
+    _reported: bool  # the holder has been told the lease is lost
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lease was found lost (or could not be renewed in time)."""
+        return self._lost.is_set()
+
+    @property
+    def error(self) -> RenewalFailed | None:
+        """The failure, once there is one."""
+        return self._error
+
+    @property
+    def renewals(self) -> int:
+        """How many renewals have succeeded so far."""
+        return self._renewals
+
+    def check(self) -> None:
+        """Raise if the holder must not write now; call it before each write.
+
+        Raises:
+            RenewalFailed: a renewal failed, or the lease ran out (after
+                ``max_renewals``, or while the whole process was paused).
+        """
+        if self._error is None and self._lock.validity_remaining_ms() > 0:
+            return
+        self._reported = True
+        raise self._error or RenewalFailed(  # the watchdog may not have noticed yet
+            self._lock.key,
+            "the lease has run out on this process's clock (the renewal bound was "
+            "reached, or the process was paused and the watchdog with it)",
+        )
+
+    def _fail(self, reason: str) -> None:
+        """Record the first failure and wake whoever waits on ``lost_event``."""
+        if self._error is None:
+            self._error = RenewalFailed(self._lock.key, reason)
+        self._lost.set()
+
+
+class Watchdog(WatchdogState):
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
     Every ``every_ms`` the thread extends the lease by the TTL. It stops when the
@@ -68,32 +143,15 @@ class Watchdog:
     ) -> None:
         if not isinstance(lock, Lock):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
-        self._lock = lock
-        every_ms = lock.ttl_ms / 3 if every_ms is None else every_ms
-        interval = check_ms(every_ms, "every_ms")
-        if not 0 < interval < lock.ttl_ms:
-            raise BadArgument(
-                f"every_ms must be > 0 and below the TTL ({lock.ttl_ms} ms), got {every_ms!r}: "
-                "a renewal after the lease has run out comes too late"
-            )
-        self._every_s = interval / 1000.0
-        if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
-            raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
-        if max_renewals < 0:
-            raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
-        self._max_renewals = max_renewals
+        self._lock: Lock = lock
+        self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
         self._renewals = 0
         self._stop = threading.Event()
-        self._lost = threading.Event()
-        self._error: RenewalFailed | None = None
+        self._lost: threading.Event = threading.Event()
+        self._error = None
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._reported = False  # the holder has been told the lease is lost
-
-    @property
-    def lost(self) -> bool:
-        """Whether the lease was found lost (or could not be renewed in time)."""
-        return self._lost.is_set()
+        self._reported = False
 
     @property
     def lost_event(self) -> threading.Event:
@@ -101,35 +159,9 @@ class Watchdog:
         return self._lost
 
     @property
-    def error(self) -> RenewalFailed | None:
-        """The failure, once there is one."""
-        return self._error
-
-    @property
-    def renewals(self) -> int:
-        """How many renewals have succeeded so far."""
-        return self._renewals
-
-    @property
     def running(self) -> bool:
         """Whether the renewal thread is alive."""
         return self._thread is not None and self._thread.is_alive()
-
-    def check(self) -> None:
-        """Raise if the holder must not write now; call it before each write.
-
-        Raises:
-            RenewalFailed: a renewal failed, or the lease ran out (after
-                ``max_renewals``, or while the whole process was paused).
-        """
-        if self._error is None and self._lock.validity_remaining_ms() > 0:
-            return
-        self._reported = True
-        raise self._error or RenewalFailed(  # the thread may not have noticed yet
-            self._lock.key,
-            "the lease has run out on this process's clock (the renewal bound was "
-            "reached, or the process was paused and the watchdog with it)",
-        )
 
     def start(self) -> None:
         """Start renewing the held lock.
@@ -245,9 +277,3 @@ class Watchdog:
                     wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
                     continue
                 self._renewals += 1
-
-    def _fail(self, reason: str) -> None:
-        """Record the first failure and wake whoever waits on :attr:`lost_event`."""
-        if self._error is None:
-            self._error = RenewalFailed(self._lock.key, reason)
-        self._lost.set()
