@@ -144,10 +144,11 @@ def test_the_pause_must_come_before_the_grant_reaches_the_holder(
     servers: list[Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Break the drift check (deliver the grant, then stop the holder): the pause then
-    lands after the lock has decided, and even a correct Redlock is failed. The check's
-    verdict rests on the order it keeps."""
+    lands after the lock has decided, and even a correct Redlock is failed (or, when the
+    holder has already quit, the check errs). The verdict rests on the order it keeps."""
     monkeypatch.setattr(timing, "REPLIES_BEFORE_STOP", True)
     report = audit_on(
         f"{CONTROLS}:class_clock_redlock", servers, backend="redis-server", checks=["drift"]
     )
-    assert report.row("drift").status is Status.FAIL
+    assert report.row("drift").status in (Status.FAIL, Status.ERROR), report.row("drift")
+    assert report.exit_code == 1
