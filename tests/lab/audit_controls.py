@@ -85,6 +85,20 @@ class SingleLock:
             raise NotHeld(self.key)
 
 
+class FencedSingleLock(SingleLock):
+    """A correct lock with fencing tokens: a counter key that outlives every hold (it has,
+    and needs, no TTL), drawn with ``INCR`` before the ``SET NX PX``."""
+
+    fence: int | None = None
+
+    def try_once(self, value: str) -> bool:
+        token = int(self.client.incr(f"{{{self.key}}}:fence"))
+        if not self.client.set(self.key, value, nx=True, px=self.ttl_ms):
+            return False
+        self.fence = token
+        return True
+
+
 _cycle = itertools.cycle([uuid.uuid4().hex for _ in range(3)])
 _counter = itertools.count(1)
 
@@ -173,7 +187,7 @@ class SingleHolder:
         return None
 
     def token(self) -> int | None:
-        return None
+        return self.lock.fence if isinstance(self.lock, FencedSingleLock) else None
 
     def lost(self) -> bool | None:
         if self.renewer is not None:
@@ -214,6 +228,10 @@ class SingleAdapter:
 
 def single(servers: Sequence[Server]) -> SingleAdapter:
     return SingleAdapter(servers, SingleLock)
+
+
+def fenced(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, FencedSingleLock)
 
 
 def renewing(servers: Sequence[Server]) -> SingleAdapter:

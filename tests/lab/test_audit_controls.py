@@ -44,13 +44,8 @@ def statuses(report: Report) -> dict[str, Status]:
     return {row.id: row.status for row in report.rows}
 
 
-CORRECT = [
-    "single",
-    "renewing",
-    "class_clock_redlock",
-    "closure_clock_redlock",
-    "instance_clock_redlock",
-]
+REDLOCKS = ["class_clock_redlock", "closure_clock_redlock", "instance_clock_redlock"]
+CORRECT = ["single", "fenced", "renewing", *REDLOCKS]
 
 
 @pytest.mark.parametrize("name", CORRECT)
@@ -67,12 +62,20 @@ def test_a_correct_lock_passes_every_must_have(servers: list[Server], name: str)
     assert report.row("ttl").status is Status.PASS
 
 
+def test_a_counter_that_outlives_every_hold_is_not_a_key_without_a_ttl(
+    servers: list[Server],
+) -> None:
+    report = run(servers, "fenced")
+    assert report.row("fencing").status is Status.PASS
+    assert report.row("ttl").status is Status.PASS, report.row("ttl")
+
+
 def test_the_renewing_control_is_judged_on_renewal(servers: list[Server]) -> None:
     assert run(servers, "renewing").row("renewal").status is Status.PASS
     assert run(servers, "single").row("renewal").status is Status.NA
 
 
-@pytest.mark.parametrize("name", CORRECT[2:])
+@pytest.mark.parametrize("name", REDLOCKS)
 def test_a_correct_redlock_passes_the_redlock_rows_wherever_it_keeps_its_clock(
     servers: list[Server], name: str
 ) -> None:
