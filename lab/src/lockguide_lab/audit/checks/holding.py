@@ -204,7 +204,10 @@ def _release_race(session: AuditSession, key: str) -> tuple[bool | None, list[st
     through = session.adapter(servers)
     direct = session.adapter()
     session.warm(direct, key + ":race")
-    names = session.lock_key_names(direct, key + ":race")
+    try:
+        names = session.lock_key_names(direct, key + ":race")
+    except NotRunnable:
+        return None, ["race between the release's commands: the lock keeps no key to GET"]
     a = session.holder(through, key + ":race", 10_000)
     a_keys = [k for k in acquire(session, a) if k.value is not None]
     if not a_keys:
@@ -319,7 +322,10 @@ def _crash_between_commands(
     # outlives every hold (and rightly has no TTL) exists already and is left out.
     adapter = session.adapter()
     session.warm(adapter, key + ":crash")
-    names = session.lock_key_names(adapter, key + ":crash")
+    try:
+        names = session.lock_key_names(adapter, key + ":crash")
+    except NotRunnable:
+        return None, ["crash between the acquire's commands: the lock keeps no key"]
     details = []
     for step in range(1, CRASH_STEPS + 1):
         links, servers = session.linked()
