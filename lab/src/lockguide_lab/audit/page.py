@@ -109,7 +109,7 @@ FACTS: tuple[Fact, ...] = (
         ),
     ),
     Fact(
-        "python-redis-lock's renewal thread can fail without telling the holder",
+        "python-redis-lock's renewal thread can fail without telling the holder in time",
         "python-redis-lock",
         "renewal",
         lambda r: r.row("renewal").status is Status.FAIL,
@@ -184,8 +184,8 @@ def render(reports: Sequence[Report]) -> str:
         "The value rows keep two rules apart: the Redis documentation asks for a value "
         "unique per acquisition (a must-have here), and the guide asks, by its own "
         "stricter rule, for one no other client can produce (recommended). What the runs "
-        "do not show (the release dates and how they were checked, error paths read from "
-        "the libraries' code, a renewal failure reported late) is in the hand-written "
+        "do not show (the release dates and how they were checked, what the libraries' "
+        "code does on the error path, why a late report still fails) is in the hand-written "
         "[notes on these libraries](libraries-notes.md)."
     )
     add("")
