@@ -260,7 +260,7 @@ def silent_renewal(servers: Sequence[Server]) -> SingleAdapter:
 
 # -- Redlock ----------------------------------------------------------------------------------
 
-NODE_TIMEOUT_S = 0.3
+NODE_TIMEOUT_S = 0.5
 Clock = Callable[[], float]
 
 

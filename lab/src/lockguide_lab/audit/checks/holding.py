@@ -347,10 +347,12 @@ def _crash_between_commands(
         gate.pid = child.pid
         try:
             outcome = None
-            give_up = time.monotonic() + 10.0
+            give_up = time.monotonic() + 30.0
             while not gate.crashed.is_set() and outcome is None:
                 if time.monotonic() > give_up:
-                    raise CheckError("the holder process neither acquired nor crashed")
+                    raise CheckError(
+                        f"the holder process neither acquired nor crashed in 30 s (step {step})"
+                    )
                 outcome = child.first_line(0.02)
                 if outcome is None and child.proc.poll() is not None:
                     break
