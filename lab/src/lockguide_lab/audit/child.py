@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -68,9 +68,11 @@ class HolderProcess:
         """The acquire's outcome, or ``None`` if the process said nothing within ``timeout_s``
         (or died first)."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            return None
+        # A selector, not select.select(): a long audit session may hold descriptors past 1024.
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout_s):
+                return None
         return self.proc.stdout.readline().strip() or None
 
     def ask(self, line: str) -> str:
