@@ -62,12 +62,12 @@ class TeamLockAdapter:
 
 
 server = Server("my-redis", connect=redis.Redis)
-report = audit_on(
-    TeamLockAdapter, [server], backend="example", checks=["value", "release", "ttl", "pause"]
-)
+checks = ["unique", "unpredictable", "release", "ttl", "pause"]
+report = audit_on(TeamLockAdapter, [server], backend="example", checks=checks)
 for row in report.rows:
     print(f"{row.status.value:>4}  {row.title}")
-    #> pass  unique, unpredictable value
+    #> pass  unique value (the Redis docs' rule)
+    #> pass  unpredictable value (the guide's own rule)
     #> fail  release is compare-and-delete
     #> pass  a TTL is set by default
     #> warn  a pause past the TTL leads to overlap

@@ -41,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=[c.id for c in CHECKS],
         help="run only this check (repeatable)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default), json, or markdown: a table to paste into a pull request",
+    )
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
     parser.add_argument("--brief", action="store_true", help="text output without details")
     parser.add_argument("--list", action="store_true", help="list the built-in adapters")
     args = parser.parse_args(argv)
@@ -61,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         print(f"error: cannot load {args.target!r}: {error}", file=sys.stderr)
         return 2
-    print(report.to_json() if args.json else report.text(details=not args.brief))
+    form = "json" if args.json else args.format
+    if form == "json":
+        print(report.to_json())
+    elif form == "markdown":
+        print(report.markdown())
+    else:
+        print(report.text(details=not args.brief))
     return report.exit_code
 
 

@@ -3,8 +3,11 @@
 The pause check stops this whole process with ``SIGSTOP`` (its threads too, as
 a long garbage-collection pause or a stalled VM would), lets the lease run out,
 resumes it with ``SIGCONT`` and asks what the library tells it.
-Protocol: prints ``acquired True|False``; then answers ``lost`` with the
-holder's ``lost()`` and ``release`` with how the release ended; ``exit`` quits.
+The drift and TTL checks use it too, with its connections through links that
+hold, or never deliver, the replies to its acquire.
+Protocol: prints ``acquired True|False`` (or ``acquired raised ErrorType``);
+then answers ``lost`` with the holder's ``lost()`` and ``release`` with how
+the release ended; ``exit`` quits.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import sys
 import time
 
+from lockguide_lab.audit.adapter import DEFAULT
 from lockguide_lab.audit.servers import server_at
 from lockguide_lab.audit.session import describe_call, resolve_factory
 
@@ -22,8 +26,10 @@ def main(argv: list[str]) -> int:
     factory = resolve_factory(spec["factory"])
     servers = [server_at(label, host, port) for label, host, port in spec["servers"]]
     adapter = factory(servers)
-    holder = adapter.holder(spec["key"], int(spec["ttl_ms"]))
-    print(f"acquired {holder.acquire(0)}", flush=True)
+    ttl = spec["ttl_ms"]
+    holder = adapter.holder(spec["key"], ttl if ttl == DEFAULT else int(ttl))
+    said, _, _ = describe_call(lambda: holder.acquire(0))
+    print("acquired " + said.removeprefix("returned "), flush=True)
     for line in sys.stdin:
         command = line.strip()
         if command == "lost":

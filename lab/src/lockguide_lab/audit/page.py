@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from lockguide_lab.audit.report import CHECKS, Report, Status
 from lockguide_lab.audit.run import BUILTIN, audit_on, started
 
-__all__ = ["FACTS", "LIBRARIES", "MASTERS", "Fact", "render", "run_all"]
+__all__ = ["FACTS", "LIBRARIES", "MASTERS", "RELEASED", "Fact", "render", "run_all"]
 
 #: The libraries on the page, in column order (built-in adapter names).
 LIBRARIES: tuple[str, ...] = (
@@ -31,6 +31,17 @@ LIBRARIES: tuple[str, ...] = (
     "portalocker",
 )
 MASTERS = 5
+
+#: The last release of each library on PyPI (upload date of the audited version's files),
+#: checked by hand; see docs/libraries-notes.md. Update with the version.
+RELEASED: dict[str, str] = {
+    "redis-py": "2026-07-30",
+    "pottery": "2025-03-21",
+    "python-redis-lock": "2026-04-08",
+    "redlock-py": "2016-03-08",
+    "sherlock": "2023-02-18",
+    "portalocker": "2026-10-28",
+}
 
 _MARK = {
     Status.PASS: "✅",
@@ -62,8 +73,8 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "redlock-py's value does not come from a CSPRNG",
         "redlock-py",
-        "value",
-        lambda r: "random.seed" in r.row("value").summary,
+        "unpredictable",
+        lambda r: "random.seed" in r.row("unpredictable").summary,
     ),
     Fact(
         "redlock-py times the acquisition with the wall clock",
@@ -86,8 +97,8 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "redis-py's Lock uses a uuid1 value",
         "redis-py",
-        "value",
-        lambda r: "uuid1" in r.row("value").summary,
+        "unpredictable",
+        lambda r: "uuid1" in r.row("unpredictable").summary,
     ),
     Fact(
         "sherlock with no expiry deletes the key it just set",
@@ -98,10 +109,16 @@ FACTS: tuple[Fact, ...] = (
         ),
     ),
     Fact(
-        "python-redis-lock's renewal thread can fail without telling the holder",
+        "python-redis-lock's renewal thread can fail without telling the holder in time",
         "python-redis-lock",
         "renewal",
         lambda r: r.row("renewal").status is Status.FAIL,
+    ),
+    Fact(
+        "redlock-py leaves a majority's keys behind when one master errors",
+        "redlock-py",
+        "partial",
+        lambda r: r.row("partial").status is Status.FAIL,
     ),
 )
 
@@ -146,6 +163,10 @@ def render(reports: Sequence[Report]) -> str:
     header = ["check", "must"] + [f"{r.name} {r.version}" for r in reports]
     add("| " + " | ".join(header) + " |")
     add("| " + " | ".join(["---", ":-:"] + [":-:"] * len(reports)) + " |")
+    released = ["last release", ""] + [
+        RELEASED.get(names.get(r.adapter, ""), "not published") for r in reports
+    ]
+    add("| " + " | ".join(released) + " |")
     for check in CHECKS:
         cells = [check.title, "yes" if check.must else ""]
         cells += [_MARK[r.row(check.id).status] for r in reports]
@@ -155,7 +176,17 @@ def render(reports: Sequence[Report]) -> str:
         "✅ the run showed the rule is kept; ❌ the run showed it is not; ⚠️ a hazard "
         "every lock with a timeout has (only fencing at the resource removes it); n/a the "
         "item does not apply to this lock. *must* marks the items that make "
-        "`lockguide-audit` exit non-zero when they fail."
+        "`lockguide-audit` exit non-zero when they fail. *last release* is the upload date "
+        "of the audited version on PyPI, checked by hand."
+    )
+    add("")
+    add(
+        "The value rows keep two rules apart: the Redis documentation asks for a value "
+        "unique per acquisition (a must-have here), and the guide asks, by its own "
+        "stricter rule, for one no other client can produce (recommended). What the runs "
+        "do not show (the release dates and how they were checked, what the libraries' "
+        "code does on the error path, why a late report still fails) is in the hand-written "
+        "[notes on these libraries](libraries-notes.md)."
     )
     add("")
     add('!!! note "What a green column does not mean"')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -118,6 +119,10 @@ class AuditSession:
         for link in self._links:
             link.close()
         self._links.clear()
+        # Connections a lock keeps for its clients' lifetime (lockguide's bounded pools
+        # are keyed weakly by client) go with the clients, once a collection finds them:
+        # without it a long session runs out of descriptors.
+        gc.collect()
         self.flush()
 
     def close(self) -> None:

@@ -17,7 +17,8 @@ from lockguide_lab.audit.checks.holding import (
     check_fencing,
     check_release,
     check_ttl,
-    check_value,
+    check_unique,
+    check_unpredictable,
 )
 from lockguide_lab.audit.checks.pause import check_pause
 from lockguide_lab.audit.checks.redlock import check_parallel, check_partial, check_retry
@@ -30,7 +31,8 @@ __all__ = ["CHECK_FUNCTIONS", "LINK_DELAY_S", "run_check"]
 
 
 CHECK_FUNCTIONS: dict[str, Callable[[AuditSession], Row]] = {
-    "value": check_value,
+    "unique": check_unique,
+    "unpredictable": check_unpredictable,
     "release": check_release,
     "ttl": check_ttl,
     "exclusion": check_exclusion,

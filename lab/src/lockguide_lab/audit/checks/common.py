@@ -17,10 +17,10 @@ PAUSE_TTL_MS = 300
 LINK_DELAY_S = 0.03
 #: How long the retry check lets a blocked acquire keep trying.
 RETRY_WAIT_MS = 1000
-#: Lease used by the drift check.
-DRIFT_TTL_MS = 1000
-#: Validity the drift check leaves in the attempt that must be accepted.
-DRIFT_ROOM_MS = 100
+#: Lease used by the drift check (and the clock warp of the monotonic check).
+DRIFT_TTL_MS = 2000
+#: How far past the lease the drift check's paused holder is continued.
+DRIFT_PAST_MS = 150
 
 
 def row(check_id: str, status: Status, summary: str, **extra: Any) -> Row:

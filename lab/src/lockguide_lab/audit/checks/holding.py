@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, TtlSpec, Unsupported
 from lockguide_lab.audit.checks.common import SEED, acquire, row, seconds
+from lockguide_lab.audit.child import HolderProcess
+from lockguide_lab.audit.gates import CrashGate, HoldGate
 from lockguide_lab.audit.report import Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, NotRunnable, describe_call
 from lockguide_lab.audit.values import MIN_BITS, judge_values
 
-__all__ = ["check_exclusion", "check_fencing", "check_release", "check_ttl", "check_value"]
+__all__ = [
+    "check_exclusion",
+    "check_fencing",
+    "check_release",
+    "check_ttl",
+    "check_unique",
+    "check_unpredictable",
+]
 
 
-# -- unique, unpredictable value -----------------------------------------------------------
+# -- unique value (the Redis docs' rule), unpredictable value (the guide's) --------------------
 
 
-def check_value(session: AuditSession) -> Row:
+def _values(session: AuditSession) -> tuple[list[bytes], list[list[bytes | None]]] | None:
+    """Six values seen on the server, and two runs of three after the same ``random.seed``;
+    ``None`` when the lock keeps no value in a key."""
     adapter = session.adapter()
     key = "audit:value"
 
@@ -30,13 +43,7 @@ def check_value(session: AuditSession) -> Row:
     one_value()  # warm-up: counters or scripts a first acquisition creates
     values = [one_value() for _ in range(6)]
     if any(v is None for v in values):
-        return row(
-            "value",
-            Status.NA,
-            "no key holds a value while the lock is held (it is held by a connection): "
-            "there is no value to guess",
-        )
-    observed = [v for v in values if v is not None]
+        return None
     state = random.getstate()
     runs: list[list[bytes | None]] = []
     try:
@@ -45,28 +52,74 @@ def check_value(session: AuditSession) -> Row:
             runs.append([one_value() for _ in range(3)])
     finally:
         random.setstate(state)
-    judged = judge_values(observed)
+    return [v for v in values if v is not None], runs
+
+
+_NO_VALUE = (
+    "no key holds a value while the lock is held (it is held by a connection): "
+    "there is no value to repeat or guess"
+)
+
+
+def check_unique(session: AuditSession) -> Row:
+    """The Redis docs' rule: a value unique per acquisition (what the release compares)."""
+    sampled = _values(session)
+    if sampled is None:
+        return row("unique", Status.NA, _NO_VALUE)
+    observed, _ = sampled
+    distinct = len(set(observed))
+    details = [f"{len(observed)} values observed on the server, {distinct} distinct"]
+    if distinct < len(observed):
+        return row(
+            "unique",
+            Status.FAIL,
+            "no: a value repeated across acquisitions, so one holder's release can match another's",
+            details=details,
+        )
+    return row(
+        "unique",
+        Status.PASS,
+        f"yes: {len(observed)} acquisitions, {distinct} values",
+        details=details,
+    )
+
+
+def check_unpredictable(session: AuditSession) -> Row:
+    """The guide's own, stricter rule: a value no other client can produce."""
+    sampled = _values(session)
+    if sampled is None:
+        return row("unpredictable", Status.NA, _NO_VALUE)
+    observed, runs = sampled
+    distinct = list(dict.fromkeys(observed))
+    if len(distinct) < 2:
+        return row("unpredictable", Status.FAIL, "no: every acquisition stored the same value")
+    judged = judge_values(distinct)
     problems = []
-    if runs[0] == runs[1]:
+    # Seeded runs that repeat values seen before prove nothing about random (a lock whose
+    # values repeat anyway fails the unique row instead).
+    reseeded = runs[0] == runs[1] and not set(runs[0]) <= set(observed)
+    if reseeded:
         problems.append(
             "values repeat after random.seed(): drawn from Python's random module "
             "(Mersenne Twister), not a CSPRNG"
         )
-    if judged.problem:
+    if judged.problem and "repeated" not in judged.problem:
         problems.append(judged.problem)
     details = [
-        f"{len(observed)} values observed on the server, {judged.length} characters, "
+        f"{len(distinct)} distinct values, {judged.length} characters, "
         f"{judged.alphabet}, room for {judged.bits:.0f} bits; e.g. {observed[0]!r}",
         f"re-seeding random.seed({SEED}) twice gave "
-        + ("the same values" if runs[0] == runs[1] else "different values"),
+        + ("the same new values" if reseeded else "no new value twice"),
     ]
     data = {"length": judged.length, "bits": round(judged.bits), "alphabet": judged.alphabet}
     if problems:
-        return row("value", Status.FAIL, problems[0], details=details + problems[1:], **data)
+        return row(
+            "unpredictable", Status.FAIL, problems[0], details=details + problems[1:], **data
+        )
     return row(
-        "value",
+        "unpredictable",
         Status.PASS,
-        f"distinct {judged.length}-character values with room for at least {MIN_BITS} random "
+        f"yes: {judged.length}-character values with room for at least {MIN_BITS} random "
         "bits; not reproducible by seeding random",
         details=details,
         **data,
@@ -117,12 +170,82 @@ def check_release(session: AuditSession) -> Row:
             "release left B alone, but A's stale extend reset the TTL of B's key",
             details=details,
         )
+    raced, race_details = _release_race(session, key)
+    details += race_details
+    if raced is True:
+        return row(
+            "release",
+            Status.FAIL,
+            "no: the release compares and deletes in two commands; when the lease ran out "
+            "between them and B acquired, A's release deleted B's key",
+            details=details,
+        )
+    race = (
+        "; a lease that ran out between the release's GET and its next command changed nothing"
+        if raced is False
+        else ""
+    )
     return row(
         "release",
         Status.PASS,
-        f"yes: A's stale release left B's lock alone (C refused); A's release {release_said}",
+        f"yes: A's stale release left B's lock alone (C refused); A's release {release_said}"
+        + race,
         details=details,
     )
+
+
+def _release_race(session: AuditSession, key: str) -> tuple[bool | None, list[str]]:
+    """Hold the reply to a release's ``GET`` of the lock key while the lease runs out and B
+    acquires, then let it through. Returns (B's key deleted, details); ``None`` when the
+    release sent no ``GET`` (one atomic command) or this backend has no links."""
+    if not session.real:
+        return None, ["race between the release's commands: not run (needs a TCP link)"]
+    links, servers = session.linked()
+    through = session.adapter(servers)
+    direct = session.adapter()
+    session.warm(direct, key + ":race")
+    try:
+        names = session.lock_key_names(direct, key + ":race")
+    except NotRunnable:
+        return None, ["race between the release's commands: the lock keeps no key to GET"]
+    a = session.holder(through, key + ":race", 10_000)
+    a_keys = [k for k in acquire(session, a) if k.value is not None]
+    if not a_keys:
+        return None, ["race between the release's commands: the lock keeps no value to GET"]
+    gate = HoldGate()
+
+    def is_get(command: list[bytes]) -> bool:
+        return len(command) > 1 and command[0].upper() == b"GET" and command[1] in names
+
+    for link in links:
+        link.watch = is_get
+        link.gate = gate
+    outcome: list[str] = []
+    releasing = threading.Thread(target=lambda: outcome.append(describe_call(a.release)[0]))
+    releasing.start()
+    give_up = time.monotonic() + 2.0
+    while not gate.held.is_set() and releasing.is_alive() and time.monotonic() < give_up:
+        gate.held.wait(0.01)
+    if not gate.held.is_set():
+        releasing.join(5)
+        for link in links:
+            link.gate = None
+        return None, ["race between the release's commands: the release sent no GET of the key"]
+    session.end_hold(a_keys)
+    b = session.holder(direct, key + ":race", 10_000)
+    got, b_keys, _ = session.acquire_observed(b, 3000)
+    gate.open()
+    releasing.join(5)
+    for link in links:
+        link.gate = None
+    if not got:
+        raise CheckError("B could not acquire after A's lease ran out (race)")
+    deleted = not session.still_there(b_keys)
+    return deleted, [
+        "race: the reply to A's release GET was held; meanwhile A's lease ran out and B "
+        f"acquired; then the reply went through: A's release {outcome[0] if outcome else '?'}; "
+        f"B's key deleted: {deleted}"
+    ]
 
 
 # -- a TTL by default ------------------------------------------------------------------------
@@ -155,6 +278,16 @@ def check_ttl(session: AuditSession) -> Row:
             "no: PTTL -1 after a default acquire; a holder that crashes keeps the lock forever",
             details=details,
         )
+    crashed, crash_details = _crash_between_commands(session, key, spec)
+    details += crash_details
+    if crashed is not None:
+        return row(
+            "ttl",
+            Status.FAIL,
+            f"no: the TTL is set in a second command; a holder that crashed after {crashed} "
+            "left a key with no TTL, held forever",
+            details=details,
+        )
     if adapter.ttl_required:
         return row(
             "ttl",
@@ -169,6 +302,87 @@ def check_ttl(session: AuditSession) -> Row:
         details=details,
         default_ttl_ms=max(ttls),
     )
+
+
+#: The words of a command the crash check shows (a command and how it sets an expiry).
+_EXPIRY_WORDS = {b"NX", b"XX", b"PX", b"EX", b"PXAT", b"EXAT", b"KEEPTTL"}
+#: How many of the acquire's commands on the lock key the crash check crashes after, at most.
+CRASH_STEPS = 4
+
+
+def _crash_between_commands(
+    session: AuditSession, key: str, spec: TtlSpec
+) -> tuple[str | None, list[str]]:
+    """Crash a holder process after each command of its acquire that names the lock key, in
+    turn, before it reads the reply. Returns (the command after which a key was left with
+    no TTL, or ``None``; details)."""
+    if not session.real or session.factory_spec is None:
+        return None, ["crash between the acquire's commands: not run (needs a second process)"]
+    # After a warm-up, the keys that appear are the lock's own: a fencing counter that
+    # outlives every hold (and rightly has no TTL) exists already and is left out.
+    adapter = session.adapter()
+    session.warm(adapter, key + ":crash")
+    try:
+        names = session.lock_key_names(adapter, key + ":crash")
+    except NotRunnable:
+        return None, ["crash between the acquire's commands: the lock keeps no key"]
+    details = []
+    for step in range(1, CRASH_STEPS + 1):
+        links, servers = session.linked()
+        gate = CrashGate(step)
+        seen: list[list[bytes]] = []
+
+        def names_key(command: list[bytes]) -> bool:
+            return any(arg in names for arg in command[1:])
+
+        def observe(command: list[bytes], _: float, seen: list[list[bytes]] = seen) -> None:
+            if names_key(command):
+                seen.append(command)
+
+        for link in links:
+            link.watch = names_key
+            link.gate = gate
+            link.observers.append(observe)
+        child = HolderProcess(session, key + ":crash", spec, servers)
+        gate.pid = child.pid
+        try:
+            outcome = None
+            give_up = time.monotonic() + 30.0
+            while not gate.crashed.is_set() and outcome is None:
+                if time.monotonic() > give_up:
+                    raise CheckError(
+                        f"the holder process neither acquired nor crashed in 30 s (step {step})"
+                    )
+                outcome = child.first_line(0.02)
+                if outcome is None and child.proc.poll() is not None:
+                    break
+        finally:
+            child.close()
+            for link in links:
+                link.gate = None
+        if not gate.crashed.is_set():
+            details.append(f"crash check: the acquire finished before a crash at command {step}")
+            return None, details
+        last = seen[step - 1] if len(seen) >= step else [b"?"]
+        shown = " ".join(
+            a.decode("latin-1").upper()
+            for i, a in enumerate(last)
+            if i == 0 or a.upper() in _EXPIRY_WORDS
+        )
+        forever = [
+            (i, name)
+            for i, admin in enumerate(session.admins)
+            for name in names
+            if admin.exists(name) and admin.pttl(name) == -1
+        ]
+        details.append(
+            f"crash after command {step} on the key ({shown.strip()}): "
+            + ("a key left with no TTL" if forever else "no key without a TTL")
+        )
+        session.flush()
+        if forever:
+            return shown.strip(), details
+    return None, details
 
 
 # -- basic exclusion in every TTL mode -----------------------------------------------------------

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 from lockguide_lab.audit.adapter import Holder
 from lockguide_lab.audit.checks.common import PAUSE_TTL_MS, row
+from lockguide_lab.audit.child import HolderProcess
 from lockguide_lab.audit.report import Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, describe_call
 
@@ -21,57 +18,13 @@ __all__ = ["check_pause"]
 # -- a pause past the TTL ---------------------------------------------------------------------
 
 
-class _Child:
-    """A holder in its own process, so a SIGSTOP pauses all of it, threads included."""
-
-    def __init__(self, session: AuditSession, key: str, ttl_ms: int) -> None:
-        assert session.factory_spec is not None
-        spec = {
-            "factory": session.factory_spec,
-            "servers": [[s.label, *(s.address or ("", 0))] for s in session.servers],
-            "key": key,
-            "ttl_ms": ttl_ms,
-        }
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lockguide_lab.audit._holder", json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        if line:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        if not answer:
-            raise CheckError(f"the holder process ended early (exit {self.proc.poll()})")
-        return answer
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            os.kill(self.proc.pid, signal.SIGCONT)
-        with contextlib.suppress(Exception):
-            self.ask("exit")
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 def check_pause(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:pause"
     session.warm(adapter, key)
     in_process = not session.real or session.factory_spec is None
     before = session.snapshot()
-    child: _Child | None = None
+    child: HolderProcess | None = None
     a: Holder | None = None
     try:
         if in_process:
@@ -79,7 +32,7 @@ def check_pause(session: AuditSession) -> Row:
             if not a.acquire(0):
                 raise CheckError("could not acquire an uncontended lock")
         else:
-            child = _Child(session, key, PAUSE_TTL_MS)
+            child = HolderProcess(session, key, PAUSE_TTL_MS)
             if child.ask("") != "acquired True":
                 raise CheckError("the holder process could not acquire an uncontended lock")
         keys = [k for k in session.new_keys(before) if k.value is not None]

@@ -9,8 +9,9 @@ from lockguide_lab.audit.checks.common import (
     redlock_only,
     row,
 )
+from lockguide_lab.audit.gates import ErrorGate
 from lockguide_lab.audit.report import Row, Status
-from lockguide_lab.audit.session import OCCUPANT, AuditSession, CheckError
+from lockguide_lab.audit.session import OCCUPANT, AuditSession, CheckError, describe_call
 from lockguide_lab.testbed.clock import real_now
 
 __all__ = ["check_parallel", "check_partial", "check_retry"]
@@ -95,13 +96,71 @@ def check_partial(session: AuditSession) -> Row:
             "the failed attempt deleted the other owner's keys",
             details=details,
         )
+    session.cleanup()
+    error_path = _error_path(session, key, names)
+    if error_path is None:
+        details.append("error path: not run on this backend (needs a TCP link)")
+        return row(
+            "partial",
+            Status.PASS,
+            f"yes: after a failed attempt (majority held elsewhere) nothing was left on the "
+            f"{len(free)} free masters",
+            details=details,
+        )
+    said, left_on, granting = error_path
+    details.append(
+        f"error path: master {len(session.servers) - 1} answered every SET with an error "
+        f"(-LOADING), the other {granting} granted; acquire {said}; its key left on "
+        f"{len(left_on)} granting master(s) {left_on}"
+    )
+    if left_on:
+        return row(
+            "partial",
+            Status.FAIL,
+            f"no: when one master answered an error and the others granted, the acquire "
+            f"{said} and left its key on {len(left_on)} masters until the TTL, with nobody "
+            "to release it",
+            details=details,
+            error_path=said,
+        )
     return row(
         "partial",
         Status.PASS,
         f"yes: after a failed attempt (majority held elsewhere) nothing was left on the "
-        f"{len(free)} free masters",
+        f"{len(free)} free masters; with one master answering an error, the acquire {said}"
+        + ("" if said == "returned True" else " and left nothing"),
         details=details,
+        error_path=said,
     )
+
+
+def _error_path(
+    session: AuditSession, key: str, names: list[bytes]
+) -> tuple[str, list[int], int] | None:
+    """One master answers every ``SET`` of the lock with an error while the others grant.
+
+    Returns (how the acquire ended, the granting masters its key was left on when it did
+    not hold the lock, how many masters granted); ``None`` without links."""
+    if not session.real:
+        return None
+    links, servers = session.linked()
+    adapter = session.adapter(servers)
+    failing = len(links) - 1
+    gate = ErrorGate()
+
+    def is_set(command: list[bytes]) -> bool:
+        return len(command) > 1 and command[0].upper() == b"SET" and command[1] in names
+
+    links[failing].watch = is_set
+    links[failing].gate = gate
+    holder = session.holder(adapter, key, 10_000)
+    said, result, _ = describe_call(lambda: holder.acquire(0))
+    links[failing].gate = None
+    granting = [i for i in range(len(links)) if i != failing]
+    left_on = []
+    if result is not True:
+        left_on = [i for i in granting if any(session.admins[i].exists(n) for n in names)]
+    return said, left_on, len(granting)
 
 
 def check_retry(session: AuditSession) -> Row:

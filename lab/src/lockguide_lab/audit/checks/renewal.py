@@ -7,7 +7,7 @@ import time
 from lockguide_lab.audit.adapter import Unsupported
 from lockguide_lab.audit.checks.common import acquire, row
 from lockguide_lab.audit.report import Row, Status
-from lockguide_lab.audit.session import OCCUPANT, AuditSession, thread_errors
+from lockguide_lab.audit.session import OCCUPANT, AuditSession, describe_call, thread_errors
 
 __all__ = ["check_renewal"]
 
@@ -76,6 +76,17 @@ def check_renewal(session: AuditSession) -> Row:
     died = (
         f" (its renewal thread died with {', '.join(thread_failures)})" if thread_failures else ""
     )
+    # Silent while the holder worked; does it say so at least when the holder releases?
+    released, _, release_error = describe_call(holder.release)
+    details.append(f"the holder's release afterwards: {released}")
+    if release_error is not None:
+        return row(
+            "renewal",
+            Status.FAIL,
+            f"late: renewal failed{died}; the holder was told nothing while it held the lock, "
+            f"only afterwards, when its release {released}",
+            details=details,
+        )
     if told is None:
         return row(
             "renewal",

@@ -1,20 +1,21 @@
 """The Redlock rows about time: drift accounted, and elapsed time on a monotonic clock.
 
-Both hold the replies to the lock's ``SET`` at every master's
-:class:`~lockguide_lab.testbed.link.Link` until all have answered, then let
-them through and move the clocks forward in one step (:class:`ReplyGate`),
-while any thread that reads a moved clock waits for that step to finish. The
-library then finds every reply waiting and its clock moved on, as after a
-pause of its own process: no reply was late, so a per-master timeout has
-nothing to object to, and only its account of the elapsed time can refuse
-the lock.
+**Drift accounted** is judged by a real pause (Kleppmann's second example): the
+lock runs in a holder process behind links; the replies to its ``SET`` are held
+until the process is stopped (``SIGSTOP``), released into its socket buffers,
+and the process is continued after more than the lease has passed
+(:class:`~lockguide_lab.audit.gates.PauseGate`). Every clock the lock could
+read has moved, wherever it keeps it; no clock is warped.
 
-The clock moved is one :class:`~lockguide_lab.testbed.clock.VirtualClock`,
-flowing with real time: lockguide's locks read it through their ``clock=``
-argument (the audit's adapters pass the process's clock, looked up at each
-call), and every other library through
-:class:`~lockguide_lab.testbed.clock.ProcessClocks`, which makes the ``time``
-module's clocks read it.
+**Elapsed time on a monotonic clock** needs a wall clock that jumps while the
+monotonic clock does not, which only a clock warp gives: the replies to the
+lock's ``SET`` are held at every master's link until all have answered, then
+let through while one :class:`~lockguide_lab.testbed.clock.VirtualClock` jumps
+(:class:`ReplyGate`), read by lockguide's locks through their ``clock=``
+argument and by every other library through
+:class:`~lockguide_lab.testbed.clock.ProcessClocks`. A lock whose clock the warp
+cannot reach is reported "not run", never failed: the row judges the lock, not
+the audit's reach.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import socket
 import threading
 
 from lockguide.validity import drift_ms
-from lockguide_lab.audit.checks.common import DRIFT_ROOM_MS, DRIFT_TTL_MS, redlock_only, row
+from lockguide_lab.audit.checks.common import DRIFT_PAST_MS, DRIFT_TTL_MS, redlock_only, row
+from lockguide_lab.audit.child import HolderProcess
+from lockguide_lab.audit.gates import PauseGate
 from lockguide_lab.audit.report import Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError
 from lockguide_lab.testbed.clock import ProcessClocks, VirtualClock, real_now
@@ -137,54 +140,98 @@ def _acquire_in_a_jump(
     return got, gate.jumped
 
 
+#: ``True`` breaks the drift check on purpose: the grant is delivered *before* the holder
+#: is stopped, so it reads it in time and the pause lands after its decision. The audit's
+#: tests set it to show that every lock then "accepts", correct or not.
+REPLIES_BEFORE_STOP = False
+
+
+def _acquire_after_a_pause(
+    session: AuditSession, key: str, pause_s: float | None
+) -> tuple[str, PauseGate | None]:
+    """A holder process acquires through links; with ``pause_s``, the replies to its ``SET``
+    are held, the process stopped, the replies delivered, and the process continued
+    ``pause_s`` after its first ``SET`` (see :class:`~lockguide_lab.audit.gates.PauseGate`).
+    Returns (how the acquire ended, the gate)."""
+    links, servers = session.linked()
+    names = session.lock_key_names(session.adapter(), key)
+    gate = None
+    if pause_s is not None:
+        gate = PauseGate(len(links), pause_s, replies_first=REPLIES_BEFORE_STOP)
+
+        def is_set(command: list[bytes]) -> bool:
+            return len(command) > 1 and command[0].upper() == b"SET" and command[1] in names
+
+        for link in links:
+            link.watch = is_set
+            link.gate = gate
+    child = HolderProcess(session, key, DRIFT_TTL_MS, servers)
+    if gate is not None:
+        gate.pid = child.pid
+    try:
+        said = child.first_line(30.0) or "acquired nothing (the holder process said nothing)"
+    finally:
+        child.close()
+        for link in links:
+            link.gate = None
+        session.flush()
+    return said.removeprefix("acquired "), gate
+
+
 def check_drift(session: AuditSession) -> Row:
+    """Kleppmann's second example: the grant arrives, the holder is paused before it reads it.
+
+    The holder runs in its own process. The replies to its ``SET`` are held until it is
+    stopped with ``SIGSTOP``, then released into its socket buffers; it is continued once
+    more than the lease has passed since its first ``SET``. Whatever clock the lock reads,
+    and wherever it keeps it, that clock has moved on: a lock that accepts this grant
+    counts a lock already expired everywhere as held.
+    """
     redlock_only(session, "drift")
-    session.require_real("holding the replies and advancing the clocks (a link)")
+    session.require_real("a holder process behind links")
     ttl = DRIFT_TTL_MS
     allowance = drift_ms(ttl)
-    control, jumped = _acquire_in_a_jump(session, False, ttl + 50, "audit:drift:control")
-    if not jumped:
-        raise CheckError("no SET of the lock passed the links")
-    room = ttl - allowance - DRIFT_ROOM_MS
-    spare, _ = _acquire_in_a_jump(session, False, room, "audit:drift:room")
-    inside = ttl - allowance / 2 - 2
-    window, _ = _acquire_in_a_jump(session, False, inside, "audit:drift:window")
+    plain, _ = _acquire_after_a_pause(session, "audit:drift:plain", None)
+    if plain != "True":
+        raise CheckError(f"the holder process could not acquire an uncontended lock ({plain})")
+    past, gate = _acquire_after_a_pause(session, "audit:drift:past", (ttl + DRIFT_PAST_MS) / 1000)
+    assert gate is not None
+    if gate.error or gate.paused_s is None:
+        raise CheckError(f"the pause did not happen: {gate.error or 'no SET passed the links'}")
+    # Just inside the allowance: the lock's own count of the elapsed time can only be longer
+    # (it starts before its first SET reaches a link), so a lock that allows for drift
+    # always refuses, and one that does not accepts unless this machine adds 20 ms.
+    inside_ms = ttl - allowance + 3
+    inside, _ = _acquire_after_a_pause(session, "audit:drift:inside", inside_ms / 1000)
     details = [
-        f"lease {ttl} ms, drift allowance 1% + 2 ms = {allowance:.0f} ms",
-        f"clocks advanced {ttl + 50} ms during the attempt: acquired={control}",
-        f"clocks advanced {room:.0f} ms (leaving {DRIFT_ROOM_MS} ms of validity): acquired={spare}",
-        f"clocks advanced {inside:.0f} ms (leaving less than the allowance): acquired={window}",
+        f"lease {ttl} ms; a holder process with no pause acquired: {plain}",
+        f"stopped with the grant in its socket buffers, continued {gate.paused_s * 1000:.0f} ms "
+        f"after its first SET: acquired {past}",
+        f"the same, continued {inside_ms:.0f} ms after (inside the {allowance:.0f} ms drift "
+        f"allowance, 1% of the TTL + 2 ms): acquired {inside}",
     ]
-    if control:
+    if past == "True":
         return row(
             "drift",
             Status.FAIL,
-            "no: accepted a lock whose acquisition outlasted its TTL (it does not check the "
-            "elapsed time against any clock the audit can advance)",
+            "no: paused between the grant and reading it, past the whole lease, it accepted "
+            "a lock that had already expired on every master",
             details=details,
         )
-    if window:
+    if inside == "True":
         return row(
             "drift",
             Status.FAIL,
-            f"no: accepted with TTL - {allowance / 2 + 2:.0f} ms elapsed, inside the "
-            f"{allowance:.0f} ms drift allowance",
+            f"no: accepted after a pause that left less than the {allowance:.0f} ms drift "
+            "allowance (1% of the TTL + 2 ms) of its lease",
             details=details,
         )
-    if not spare:
-        return row(
-            "drift",
-            Status.NOT_RUN,
-            f"inconclusive: it also refused an attempt that left {DRIFT_ROOM_MS} ms of "
-            "validity, so the refusals may not come from the drift arithmetic",
-            details=details,
-        )
+    refused = f"{past} (refused)" if past.startswith("raised") else "refused"
     return row(
         "drift",
         Status.PASS,
-        f"yes: refused with TTL - {allowance / 2 + 2:.0f} ms elapsed, inside the "
-        f"{allowance:.0f} ms drift allowance (1% of the TTL + 2 ms), and accepted with "
-        f"{DRIFT_ROOM_MS} ms to spare",
+        f"yes: paused between the grant and reading it, past the lease, it {refused} "
+        f"the lock; inside the {allowance:.0f} ms drift allowance it refused too",
         details=details,
     )
 
@@ -200,7 +247,9 @@ def check_monotonic(session: AuditSession) -> Row:
         return row(
             "monotonic",
             Status.NOT_RUN,
-            "inconclusive: the lock ignored an acquisition longer than its TTL",
+            "not run: the audit could not move the clock this lock reads (it accepted when "
+            "every clock the audit can reach jumped past the lease), so it cannot tell which "
+            "one it is; the drift row judges its elapsed time with a real pause",
         )
     wall, _ = _acquire_in_a_jump(session, True, ttl + 50, "audit:clock:wall")
     details = [

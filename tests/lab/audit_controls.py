@@ -1,0 +1,504 @@
+"""Control locks for the audit: correct locks in the styles people write them, and broken ones.
+
+Each correct lock must pass every must-have row (a false failure is a bug in the
+audit); each broken variant differs from its correct sibling in one rule and
+must fail exactly that row. The locks are written here, for the audit's tests,
+the way a team would write them: redis-py's public API, a Lua compare-and-delete,
+a clock kept wherever the author liked (a class attribute, a closure, an
+instance), threads or one loop for the masters.
+
+Every factory is a module-level function, so the audit's holder processes can
+import it as ``tests.lab.audit_controls:NAME``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import secrets
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+
+from lockguide_lab.audit import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
+
+RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+DEFAULT_TTL_MS = 30_000
+
+
+class NotHeld(Exception):
+    """The lock was not ours any more when we released or extended it."""
+
+
+# -- one instance ---------------------------------------------------------------------------
+
+
+class SingleLock:
+    """A correct single-instance lock; its clock is a class attribute."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, client: redis.Redis, key: str, ttl_ms: int) -> None:
+        self.client = client
+        self.key = key
+        self.ttl_ms = ttl_ms
+        self.value: str | None = None
+
+    def new_value(self) -> str:
+        return secrets.token_hex(20)
+
+    def try_once(self, value: str) -> bool:
+        return bool(self.client.set(self.key, value, nx=True, px=self.ttl_ms))
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        give_up = self.clock() + wait_ms / 1000.0
+        while True:
+            value = self.new_value()
+            if self.try_once(value):
+                self.value = value
+                return True
+            if self.clock() >= give_up:
+                return False
+            time.sleep(random.uniform(0.02, 0.08))
+
+    def release(self) -> None:
+        value, self.value = self.value, None
+        if value is None or not self.client.eval(RELEASE, 1, self.key, value):
+            raise NotHeld(self.key)
+
+    def extend(self, ttl_ms: int) -> None:
+        if self.value is None or not self.client.eval(EXTEND, 1, self.key, self.value, ttl_ms):
+            raise NotHeld(self.key)
+
+
+class FencedSingleLock(SingleLock):
+    """A correct lock with fencing tokens: a counter key that outlives every hold (it has,
+    and needs, no TTL), drawn with ``INCR`` before the ``SET NX PX``."""
+
+    fence: int | None = None
+
+    def try_once(self, value: str) -> bool:
+        token = int(self.client.incr(f"{{{self.key}}}:fence"))
+        if not self.client.set(self.key, value, nx=True, px=self.ttl_ms):
+            return False
+        self.fence = token
+        return True
+
+
+_cycle = itertools.cycle([uuid.uuid4().hex for _ in range(3)])
+_counter = itertools.count(1)
+
+
+class RepeatingValueLock(SingleLock):
+    """Broken: draws its values from a pool of three, so values repeat (unique row)."""
+
+    def new_value(self) -> str:
+        return next(_cycle)
+
+
+class PredictableValueLock(SingleLock):
+    """Broken: ``host:pid:counter`` is unique but anyone can produce it (unpredictable row)."""
+
+    def new_value(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}"
+
+
+class TwoCommandReleaseLock(SingleLock):
+    """Broken: compares with GET, then deletes with a second command (release row)."""
+
+    def release(self) -> None:
+        value, self.value = self.value, None
+        if value is None or self.client.get(self.key) != value.encode():
+            raise NotHeld(self.key)
+        self.client.delete(self.key)
+
+
+class TwoCommandTtlLock(SingleLock):
+    """Broken: ``SET NX`` and then ``PEXPIRE`` in a second command (TTL row)."""
+
+    def try_once(self, value: str) -> bool:
+        if not self.client.set(self.key, value, nx=True):
+            return False
+        self.client.pexpire(self.key, self.ttl_ms)
+        return True
+
+
+class Renewer:
+    """Renews a held lock every third of its lease; :attr:`lost` once a renewal fails."""
+
+    def __init__(self, lock: SingleLock, *, silent: bool = False) -> None:
+        self.lock = lock
+        self.silent = silent
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lock.ttl_ms / 3000.0):
+            try:
+                self.lock.extend(self.lock.ttl_ms)
+            except (NotHeld, redis.RedisError):
+                if not self.silent:  # broken: the silent one forgets to say so
+                    self.lost = True
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class SingleHolder:
+    def __init__(self, lock: SingleLock, renew: bool, silent: bool) -> None:
+        self.lock = lock
+        self.renew = renew
+        self.silent = silent
+        self.renewer: Renewer | None = None
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        got = self.lock.acquire(wait_ms)
+        if got and self.renew:
+            self.renewer = Renewer(self.lock, silent=self.silent)
+        return got
+
+    def release(self) -> bool | None:
+        renewer, self.renewer = self.renewer, None
+        if renewer is not None:
+            renewer.stop()
+        self.lock.release()
+        return None
+
+    def extend(self, ttl_ms: int) -> bool | None:
+        self.lock.extend(ttl_ms)
+        return None
+
+    def token(self) -> int | None:
+        return self.lock.fence if isinstance(self.lock, FencedSingleLock) else None
+
+    def lost(self) -> bool | None:
+        if self.renewer is not None:
+            return self.renewer.lost
+        return None
+
+
+class SingleAdapter:
+    version = "control"
+    multi_master = False
+    ttl_required = False
+
+    def __init__(
+        self,
+        servers: Sequence[Server],
+        lock_class: type[SingleLock],
+        *,
+        renews: bool = False,
+        silent: bool = False,
+    ) -> None:
+        self.name = f"control {lock_class.__name__}" + (" (renewing)" if renews else "")
+        self.lock_class = lock_class
+        self.renews = renews
+        self.silent = silent
+        self.client: redis.Redis = servers[0].connect()
+
+    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> SingleHolder:
+        if renew and not self.renews:
+            raise Unsupported("no automatic renewal")
+        if ttl_ms == NO_EXPIRY:
+            raise Unsupported("every lock expires")
+        ttl = DEFAULT_TTL_MS if ttl_ms == DEFAULT else int(ttl_ms)
+        return SingleHolder(self.lock_class(self.client, key, ttl), renew, self.silent)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def single(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, SingleLock)
+
+
+def fenced(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, FencedSingleLock)
+
+
+def renewing(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, SingleLock, renews=True)
+
+
+def repeating_value(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, RepeatingValueLock)
+
+
+def predictable_value(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, PredictableValueLock)
+
+
+def two_command_release(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, TwoCommandReleaseLock)
+
+
+def two_command_ttl(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, TwoCommandTtlLock)
+
+
+def silent_renewal(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, SingleLock, renews=True, silent=True)
+
+
+# -- Redlock ----------------------------------------------------------------------------------
+
+NODE_TIMEOUT_S = 0.5
+Clock = Callable[[], float]
+
+
+class ControlRedlock:
+    """A correct Redlock: requests to every master at once, each bounded by a per-node
+    timeout; majority; ``validity = ttl - elapsed - (ttl * 1% + 2 ms)``; a failed attempt
+    released on every master; a random retry delay. ``now`` is whatever clock the style
+    below gives it."""
+
+    parallel = True
+    check_validity = True
+    allowance = True
+    release_partial = True
+    raise_on_error = False
+    random_retry = True
+
+    def __init__(self, clients: Sequence[redis.Redis], key: str, ttl_ms: int, now: Clock) -> None:
+        self.clients = list(clients)
+        self.key = key
+        self.ttl_ms = ttl_ms
+        self.now = now
+        self.value: str | None = None
+        self.pool = ThreadPoolExecutor(len(self.clients))
+
+    def _set(self, client: redis.Redis, value: str) -> bool | BaseException:
+        try:
+            return bool(client.set(self.key, value, nx=True, px=self.ttl_ms))
+        except (redis.RedisError, OSError) as error:
+            return error
+
+    def _unlock(self, client: redis.Redis, value: str) -> bool:
+        try:
+            return bool(client.eval(RELEASE, 1, self.key, value))
+        except (redis.RedisError, OSError):
+            return False
+
+    def _each(self, call: Callable[[redis.Redis], Any]) -> list[Any]:
+        if self.parallel:
+            return list(self.pool.map(call, self.clients))
+        return [call(c) for c in self.clients]
+
+    def attempt(self) -> bool:
+        value = secrets.token_hex(20)
+        started = self.now()
+        replies = self._each(lambda c: self._set(c, value))
+        elapsed_ms = (self.now() - started) * 1000.0
+        granted = sum(1 for r in replies if r is True)
+        drift = self.ttl_ms * 0.01 + 2 if self.allowance else 0.0
+        validity = self.ttl_ms - elapsed_ms - drift
+        if granted >= len(self.clients) // 2 + 1 and (validity > 0 or not self.check_validity):
+            errors = [r for r in replies if isinstance(r, BaseException)]
+            if errors and self.raise_on_error:  # broken: the keys stay for the whole TTL
+                raise errors[0]
+            self.value = value
+            return True
+        if self.release_partial:
+            self._each(lambda c: self._unlock(c, value))
+        return False
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        give_up = time.monotonic() + wait_ms / 1000.0
+        while True:
+            if self.attempt():
+                return True
+            if time.monotonic() >= give_up:
+                return False
+            time.sleep(random.uniform(0.02, 0.2) if self.random_retry else 0.1)
+
+    def release(self) -> None:
+        value, self.value = self.value, None
+        if value is None:
+            raise NotHeld(self.key)
+        if sum(self._each(lambda c: self._unlock(c, value))) < len(self.clients) // 2 + 1:
+            raise NotHeld(self.key)
+
+    def extend(self, ttl_ms: int) -> None:
+        raise Unsupported("this control does not extend")
+
+
+class ClassClockRedlock(ControlRedlock):
+    """The clock as a class attribute (the audit's warp cannot reach it)."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, clients: Sequence[redis.Redis], key: str, ttl_ms: int) -> None:
+        super().__init__(clients, key, ttl_ms, lambda: type(self).clock())
+
+
+def closure_redlock(clients: Sequence[redis.Redis], key: str, ttl_ms: int) -> ControlRedlock:
+    """The clock captured in a closure."""
+    now = time.perf_counter
+
+    def clock() -> float:
+        return now()
+
+    return ControlRedlock(clients, key, ttl_ms, clock)
+
+
+class InstanceClockRedlock(ControlRedlock):
+    """The clock kept on the instance, and one loop instead of threads: every ``SET`` is
+    sent before any reply is read."""
+
+    def __init__(self, clients: Sequence[redis.Redis], key: str, ttl_ms: int) -> None:
+        self._clock = time.monotonic
+        super().__init__(clients, key, ttl_ms, lambda: self._clock())
+
+    def attempt(self) -> bool:
+        value = secrets.token_hex(20)
+        started = self._clock()
+        sent: list[tuple[redis.Redis, Any, bool]] = []
+        for client in self.clients:
+            conn: Any = client.connection_pool.get_connection()
+            try:
+                conn.send_command("SET", self.key, value, "NX", "PX", self.ttl_ms)
+                sent.append((client, conn, True))
+            except (redis.RedisError, OSError):
+                conn.disconnect()
+                sent.append((client, conn, False))
+        granted = 0
+        for client, conn, ok in sent:
+            if ok:
+                try:
+                    granted += conn.read_response() is not None
+                except (redis.RedisError, OSError):
+                    conn.disconnect()
+            client.connection_pool.release(conn)
+        validity = self.ttl_ms - (self._clock() - started) * 1000.0 - (self.ttl_ms * 0.01 + 2)
+        if granted >= len(self.clients) // 2 + 1 and validity > 0:
+            self.value = value
+            return True
+        ControlRedlock._each(self, lambda c: self._unlock(c, value))
+        return False
+
+
+def _variant(name: str, **rules: bool) -> type[ControlRedlock]:
+    return type(name, (ClassClockRedlock,), dict(rules))
+
+
+NoValidityCheck = _variant("NoValidityCheck", check_validity=False)
+NoDriftAllowance = _variant("NoDriftAllowance", allowance=False)
+KeepsPartial = _variant("KeepsPartial", release_partial=False)
+RaisesOnError = _variant("RaisesOnError", raise_on_error=True)
+FixedRetry = _variant("FixedRetry", random_retry=False)
+Sequential = _variant("Sequential", parallel=False)
+
+
+class WallClockRedlock(ControlRedlock):
+    """Broken (a recommendation): times the attempt with ``time.time``."""
+
+    def __init__(self, clients: Sequence[redis.Redis], key: str, ttl_ms: int) -> None:
+        super().__init__(clients, key, ttl_ms, lambda: time.time())
+
+
+class RedlockHolder:
+    def __init__(self, lock: ControlRedlock) -> None:
+        self.lock = lock
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        return self.lock.acquire(wait_ms)
+
+    def release(self) -> bool | None:
+        self.lock.release()
+        return None
+
+    def extend(self, ttl_ms: int) -> bool | None:
+        self.lock.extend(ttl_ms)
+        return None
+
+    def token(self) -> int | None:
+        return None
+
+    def lost(self) -> bool | None:
+        return None
+
+
+MakeRedlock = Callable[[Sequence[redis.Redis], str, int], ControlRedlock]
+
+
+class RedlockAdapter:
+    version = "control"
+    multi_master = True
+    ttl_required = True
+
+    def __init__(self, servers: Sequence[Server], make: MakeRedlock, name: str) -> None:
+        self.name = f"control {name}"
+        self.make = make
+        self.clients = [
+            s.connect(socket_timeout=NODE_TIMEOUT_S, socket_connect_timeout=NODE_TIMEOUT_S)
+            for s in servers
+        ]
+
+    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> RedlockHolder:
+        if renew:
+            raise Unsupported("no automatic renewal")
+        if not isinstance(ttl_ms, int):
+            raise Unsupported("the TTL is a required argument")
+        return RedlockHolder(self.make(self.clients, key, ttl_ms))
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
+def class_clock_redlock(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, ClassClockRedlock, "Redlock, clock in a class attribute")
+
+
+def closure_clock_redlock(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, closure_redlock, "Redlock, clock in a closure")
+
+
+def instance_clock_redlock(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, InstanceClockRedlock, "Redlock, clock on the instance")
+
+
+def no_validity_check(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, NoValidityCheck, "Redlock without a validity check")
+
+
+def no_drift_allowance(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, NoDriftAllowance, "Redlock without a drift allowance")
+
+
+def keeps_partial(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, KeepsPartial, "Redlock keeping partial acquisitions")
+
+
+def raises_on_error(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, RaisesOnError, "Redlock raising on a master's error")
+
+
+def fixed_retry(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, FixedRetry, "Redlock with a fixed retry delay")
+
+
+def sequential(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, Sequential, "Redlock asking one master at a time")
+
+
+def wall_clock_redlock(servers: Sequence[Server]) -> RedlockAdapter:
+    return RedlockAdapter(servers, WallClockRedlock, "Redlock on the wall clock")

@@ -1,0 +1,157 @@
+"""The audit against control locks it has never seen: no false failures, and no misses.
+
+The correct controls (``tests/lab/audit_controls.py``: a single-instance lock with
+its clock in a class attribute, one that renews, and a Redlock with its clock in a
+class attribute, in a closure, on the instance) must pass every must-have row. Each
+broken variant differs from its correct sibling in one rule, and its report must
+differ from the sibling's in exactly that row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from lockguide_lab.audit import Report, Server, Status, audit_on
+from lockguide_lab.audit.checks import timing
+from lockguide_lab.audit.servers import server_at
+from tests.support import start_redis_server
+
+pytestmark = pytest.mark.real_redis
+
+CONTROLS = "tests.lab.audit_controls"
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    started = [start_redis_server(tmp_path_factory.mktemp(f"control-{i}")) for i in range(5)]
+    yield [server_at(f"master-{i}", *s.address) for i, s in enumerate(started)]
+    for server in started:
+        server.stop()
+
+
+_reports: dict[str, Report] = {}
+
+
+def run(servers: list[Server], name: str) -> Report:
+    if name not in _reports:
+        _reports[name] = audit_on(f"{CONTROLS}:{name}", servers, backend="redis-server")
+    return _reports[name]
+
+
+def statuses(report: Report) -> dict[str, Status]:
+    return {row.id: row.status for row in report.rows}
+
+
+REDLOCKS = ["class_clock_redlock", "closure_clock_redlock", "instance_clock_redlock"]
+CORRECT = ["single", "fenced", "renewing", *REDLOCKS]
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_a_correct_lock_passes_every_must_have(servers: list[Server], name: str) -> None:
+    report = run(servers, name)
+    assert report.exit_code == 0, report.text()
+    for row in report.rows:
+        assert row.status is not Status.ERROR, row
+        if row.must:
+            assert row.status in (Status.PASS, Status.NA), row
+    assert report.row("unique").status is Status.PASS
+    assert report.row("unpredictable").status is Status.PASS
+    assert report.row("release").status is Status.PASS
+    assert report.row("ttl").status is Status.PASS
+
+
+def test_a_counter_that_outlives_every_hold_is_not_a_key_without_a_ttl(
+    servers: list[Server],
+) -> None:
+    report = run(servers, "fenced")
+    assert report.row("fencing").status is Status.PASS
+    assert report.row("ttl").status is Status.PASS, report.row("ttl")
+
+
+def test_the_renewing_control_is_judged_on_renewal(servers: list[Server]) -> None:
+    assert run(servers, "renewing").row("renewal").status is Status.PASS
+    assert run(servers, "single").row("renewal").status is Status.NA
+
+
+@pytest.mark.parametrize("name", REDLOCKS)
+def test_a_correct_redlock_passes_the_redlock_rows_wherever_it_keeps_its_clock(
+    servers: list[Server], name: str
+) -> None:
+    got = statuses(run(servers, name))
+    for check in ("partial", "retry", "drift", "parallel"):
+        assert got[check] is Status.PASS, (check, run(servers, name).row(check))
+    # The warp cannot reach a clock captured before the attempt: "not run", never "fail".
+    assert got["monotonic"] is Status.NOT_RUN
+    assert "could not move the clock" in run(servers, name).row("monotonic").summary
+
+
+BROKEN = [
+    # (broken variant, its correct sibling, the one row that must differ)
+    ("repeating_value", "single", "unique"),
+    ("predictable_value", "single", "unpredictable"),
+    ("two_command_release", "single", "release"),
+    ("two_command_ttl", "single", "ttl"),
+    ("silent_renewal", "renewing", "renewal"),
+    ("no_validity_check", "class_clock_redlock", "drift"),
+    ("no_drift_allowance", "class_clock_redlock", "drift"),
+    ("keeps_partial", "class_clock_redlock", "partial"),
+    ("raises_on_error", "class_clock_redlock", "partial"),
+    ("fixed_retry", "class_clock_redlock", "retry"),
+    ("sequential", "class_clock_redlock", "parallel"),
+    ("wall_clock_redlock", "class_clock_redlock", "monotonic"),
+]
+
+
+@pytest.mark.parametrize(("name", "sibling", "check"), BROKEN)
+def test_a_broken_variant_fails_exactly_its_row(
+    servers: list[Server], name: str, sibling: str, check: str
+) -> None:
+    report = run(servers, name)
+    control = run(servers, sibling)
+    assert report.row(check).status is Status.FAIL, report.row(check)
+    differs = {row.id for row in report.rows if row.status is not control.row(row.id).status}
+    assert differs == {check}, report.text()
+    must = report.row(check).must
+    assert report.exit_code == (1 if must else 0)
+    assert {row.id for row in report.rows if row.failed} == ({check} if must else set())
+
+
+def test_half_atomic_locks_are_caught_by_the_races(servers: list[Server]) -> None:
+    release = run(servers, "two_command_release").row("release")
+    assert "two commands" in release.summary
+    assert "deleted B's key" in release.summary
+    ttl = run(servers, "two_command_ttl").row("ttl")
+    assert "no TTL" in ttl.summary
+    assert "SET" in ttl.summary
+
+
+def test_an_error_that_reaches_the_caller_is_reported_with_its_type(
+    servers: list[Server],
+) -> None:
+    row = run(servers, "raises_on_error").row("partial")
+    assert "raised BusyLoadingError" in row.summary
+    assert "left its key on 4 masters" in row.summary
+
+
+def test_the_paused_grant_is_what_fails_a_redlock_without_a_validity_check(
+    servers: list[Server],
+) -> None:
+    row = run(servers, "no_validity_check").row("drift")
+    assert "past the whole lease" in row.summary
+    assert "acquired True" in row.details[1]
+
+
+def test_the_pause_must_come_before_the_grant_reaches_the_holder(
+    servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Break the drift check (deliver the grant, then stop the holder): the pause then
+    lands after the lock has decided, and even a correct Redlock is failed (or, when the
+    holder has already quit, the check errs). The verdict rests on the order it keeps."""
+    monkeypatch.setattr(timing, "REPLIES_BEFORE_STOP", True)
+    report = audit_on(
+        f"{CONTROLS}:class_clock_redlock", servers, backend="redis-server", checks=["drift"]
+    )
+    assert report.row("drift").status in (Status.FAIL, Status.ERROR), report.row("drift")
+    assert report.exit_code == 1
