@@ -46,10 +46,10 @@ def copy_block_items() -> list[str]:
 
 def test_checklist_covers_the_review_items_in_groups() -> None:
     items = page_items()
-    assert len(items) == 11
+    assert len(items) == 12
     groups = [group for group, _, _ in items]
     assert groups.count("If Redlock") == 6
-    assert groups.count("If correctness") == 2
+    assert groups.count("If correctness") == 3
 
 
 def test_every_checklist_item_has_a_reason_and_a_link() -> None:
