@@ -327,7 +327,7 @@ class SqlFencedStore:
         return self._name
 
     def setup(self) -> None:
-        """Create the table (``name`` key, ``value``, ``fence_token``) and this row (token 0)."""
+        """Create the table (``name``, ``value``, ``fence_token``) if missing, and this row."""
         self._execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} ("
             " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)"

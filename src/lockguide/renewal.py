@@ -1,16 +1,12 @@
 """A watchdog that keeps a held lease alive, and says so when it cannot.
 
-The story this module is written against, in order:
-
 1. A holds ``lock:report`` with a 30 s lease; the report takes 10 s, 40 s on a bad day.
-2. A watchdog thread in A extends the lease every 10 s, only while the key still holds
-   A's value (compare-and-pexpire). The slow day overlaps nobody.
-3. A loses the key anyway (a failover, an operator's ``DEL``) and B acquires. The next
-   extension finds B's value: the watchdog must neither take the lock back nor keep
-   quiet, so it flags the loss, which A checks before each write.
-4. A's whole process pauses for 40 s, watchdog included; B acquires, and A may write
-   before its watchdog runs again. **Renewal cannot fix a pause**: only a fencing
-   token checked by the resource can refuse A's late write.
+2. A watchdog thread extends the lease every 10 s while the key still holds A's value
+   (compare-and-pexpire): the slow day overlaps nobody.
+3. A loses the key anyway (a failover, a ``DEL``) and B acquires. The next extension
+   finds B's value; the watchdog flags the loss, which A checks before each write.
+4. A's whole process pauses for 40 s, watchdog included, and may write before it runs
+   again. **Renewal cannot fix a pause**: only a fencing token can refuse that write.
 
 So the watchdog is for slow work, not pauses, and stops after ``max_renewals``.
 """
@@ -62,10 +58,10 @@ class Flag(Protocol):
 
 
 class WatchdogState:
-    """What a watchdog knows and how it reports a loss: shared by the thread and the task.
+    """What a watchdog knows and how it reports a loss, for the thread and the task alike.
 
-    The subclass sets ``_lock``, ``_lost`` (a :class:`Flag`), ``_error = None``,
-    ``_renewals = 0`` and ``_reported = False``.
+    Subclasses set ``_lock``, ``_lost``, and ``_error``, ``_renewals``, ``_reported``
+    to ``None``, ``0``, ``False``.
     """
 
     _lock: LeaseState
@@ -115,10 +111,10 @@ class WatchdogState:
 class Watchdog(WatchdogState):
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
-    Every ``every_ms`` the thread extends the lease by the TTL. It stops when the
-    lock is released through it, when a renewal finds the key gone or someone
-    else's, or after ``max_renewals``. A failure is never silent: :attr:`lost`,
-    :attr:`lost_event`, :meth:`check` and :meth:`release` all report it.
+    Every ``every_ms`` the thread extends the lease by the TTL, until the lock is
+    released through it, a renewal finds the key gone or someone else's, or
+    ``max_renewals``. A failure is never silent: :attr:`lost`, :attr:`lost_event`,
+    :meth:`check` and :meth:`release` all report it.
 
     Args:
         lock: the lock to keep alive. ``with Watchdog(lock):`` acquires it if
@@ -217,9 +213,8 @@ class Watchdog(WatchdogState):
     ) -> None:
         """Stop renewing and release; the body's own exception always wins.
 
-        A failed release becomes a note on the body's exception; after a body
-        that succeeded, a lost lease is raised (``RenewalFailed`` or ``LockLost``)
-        unless :meth:`check` already reported it.
+        A failed release becomes a note on it; after a body that succeeded, a lost
+        lease is raised unless :meth:`check` already reported it.
         """
         if exc is not None:
             try:
@@ -249,6 +244,7 @@ class Watchdog(WatchdogState):
             self._fail(f"the watchdog thread crashed: {error!r}")
 
     def _loop(self) -> None:
+        """Extend every ``_every_s`` (sooner after a Redis error) until stopped or lost."""
         wait = self._every_s
         while not self._stop.wait(wait):
             wait = self._every_s
