@@ -1,14 +1,13 @@
 """Optimistic concurrency: a value and its version, changed only together.
 
 No lock at all (HTTP's ``If-Match``, DynamoDB's conditional write). A writer reads
-the value *with its version*, computes the new value, and a Lua script stores it
-only if the version is still the one read, writing the value **and the next
-version** in one ``HSET``. If somebody wrote in between, the write is refused and
-the writer reads again.
+the value *with its version*, and a Lua script stores the new value only if the
+version is still the one read, writing the value **and the next version** in one
+``HSET``; if somebody wrote in between, it is refused and the writer reads again.
 
-The pitfall the guide names: a script that compares the version but never writes
-a new one. Then a writer that carries its version forward is refused forever after
-its first update, and writers that re-read both win, silently losing an update.
+The pitfall the guide names: a script that compares the version but never bumps it.
+A writer carrying its version forward is then refused forever after its first
+update, and writers that re-read both win, silently losing an update.
 """
 
 from __future__ import annotations
@@ -91,15 +90,11 @@ class VersionedValue:
     def compare_and_set(self, expected_version: int, value: str) -> CasResult:
         """Write ``value`` as version ``expected_version + 1`` if that is still the version.
 
-        A refusal (``accepted`` is ``False``) is a result, not an error: someone
-        wrote first, so read again; :meth:`update` does that for you.
+        A refusal (``accepted`` is ``False``) is a result, not an error: someone wrote
+        first, so read again (:meth:`update` does).
         """
-        expected = _check_count(
-            expected_version,
-            "expected_version",
-            " (the version read() returned)",
-            "versions start at 0",
-        )
+        hint = " (the version read() returned)"
+        expected = _check_count(expected_version, "expected_version", hint, "versions start at 0")
         if not isinstance(value, str):
             raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
         accepted, version = CAS_VERSION(self._client, (self._key,), (expected, value))
