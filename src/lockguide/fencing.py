@@ -45,17 +45,20 @@ FENCED_WRITE = LuaScript("fenced_write.lua")
 MAX_TOKEN = 2**53
 
 
+def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
+    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
+    if value < least:
+        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
+    return value
+
+
 def check_token(token: object) -> int:
     """A fencing token: an ``int`` from 1 to :data:`MAX_TOKEN` (``bool`` is refused)."""
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise BadArgumentType(
-            f"token must be an int (the number FencedLock.token gave you), not {token!r}"
-        )
-    if token < 1:
-        raise BadArgument(
-            f"token must be >= 1, got {token}: fencing tokens start at 1 and only go up, "
-            "so a token below 1 was never issued by a lock"
-        )
+    hint = " (the number FencedLock.token gave you)"
+    why = "fencing tokens start at 1 and only go up, so a token below 1 was never issued by a lock"
+    token = check_count(token, "token", 1, hint, why)
     if token > MAX_TOKEN:
         raise BadArgument(f"token must be <= 2**53 ({MAX_TOKEN}), got {token}")
     return token

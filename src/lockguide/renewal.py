@@ -29,6 +29,7 @@ from lockguide.errors import (
     NotOwned,
     RenewalFailed,
 )
+from lockguide.fencing import check_count
 from lockguide.lock import Lock
 
 __all__ = ["Watchdog"]
@@ -43,11 +44,7 @@ def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[
             f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
             "a renewal after the lease has run out comes too late"
         )
-    if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
-        raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
-    if max_renewals < 0:
-        raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
-    return interval / 1000.0, max_renewals
+    return interval / 1000.0, check_count(max_renewals, "max_renewals")
 
 
 class Flag(Protocol):

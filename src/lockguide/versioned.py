@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import redis
 
 from lockguide._base import LuaScript, check_client, check_delay_range, check_key
-from lockguide.errors import BadArgument, BadArgumentType, VersionConflict
+from lockguide.errors import BadArgumentType, VersionConflict
+from lockguide.fencing import check_count
 
 __all__ = ["CasResult", "Versioned", "VersionedValue"]
 
@@ -47,15 +48,6 @@ class CasResult:
 
     accepted: bool
     version: int
-
-
-def _check_count(value: object, name: str, hint: str, why: str) -> int:
-    """A whole number >= 0 (``bool`` refused)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
-    if value < 0:
-        raise BadArgument(f"{name} must be >= 0, got {value}: {why}")
-    return value
 
 
 class VersionedValue:
@@ -94,7 +86,7 @@ class VersionedValue:
         first, so read again (:meth:`update` does).
         """
         hint = " (the version read() returned)"
-        expected = _check_count(expected_version, "expected_version", hint, "versions start at 0")
+        expected = check_count(expected_version, "expected_version", 0, hint, "versions start at 0")
         if not isinstance(value, str):
             raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
         accepted, version = CAS_VERSION(self._client, (self._key,), (expected, value))
@@ -123,7 +115,7 @@ class VersionedValue:
         Raises:
             VersionConflict: every attempt lost the race.
         """
-        attempts = _check_count(retries, "retries", "", "0 means one attempt and no retry") + 1
+        attempts = check_count(retries, "retries", why="0 means one attempt and no retry") + 1
         base, cap = check_delay_range(backoff_ms, "backoff_ms")
         if not callable(change):
             raise BadArgumentType(f"change must be a function of the old value, not {change!r}")
