@@ -117,8 +117,7 @@ class RenewalFailed(LockLost):
 class MasterError(LockError):
     """A Redlock master answered with an error no retry can fix (credentials, permissions).
 
-    The attempt stopped at once, after releasing whatever it was granted. ``error``
-    is redis-py's exception, also ``__cause__``.
+    It stopped at once, releasing what it was granted; ``error`` (also ``__cause__``) is redis-py's.
     """
 
     def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
@@ -133,8 +132,8 @@ class MasterError(LockError):
 class NoQuorum(NotAcquired):
     """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
 
-    The counts are from the last try; ``failed`` covers errors and no answer within
-    the per-node timeout. Whatever was granted has been released on every master.
+    The counts are the last try's (``failed``: an error or no answer within the per-node
+    timeout). Whatever was granted has been released on every master.
     """
 
     def __init__(
@@ -161,10 +160,9 @@ class NoQuorum(NotAcquired):
 
 
 class MajorityLost(LockLost):
-    """Fewer than a majority of masters still held this Redlock holder's value.
+    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value.
 
-    Raised by :meth:`Redlock.release` and :meth:`Redlock.extend`; ``confirmed``
-    masters still had it, and masters someone else holds were left untouched.
+    From :meth:`Redlock.release` or :meth:`Redlock.extend`; others' masters were left untouched.
     """
 
     def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
