@@ -57,15 +57,14 @@ class Flag(Protocol):
 class WatchdogState:
     """What a watchdog knows and how it reports a loss, for the thread and the task alike.
 
-    Subclasses set ``_lock``, ``_lost``, and ``_error``, ``_renewals``, ``_reported``
-    to ``None``, ``0``, ``False``.
+    Subclasses set ``_lock`` and ``_lost``.
     """
 
     _lock: LeaseState
     _lost: Flag
-    _error: RenewalFailed | None
-    _renewals: int
-    _reported: bool  # the holder has been told the lease is lost
+    _error: RenewalFailed | None = None
+    _renewals: int = 0
+    _reported: bool = False  # the holder has been told the lease is lost
 
     @property
     def lost(self) -> bool:
@@ -138,13 +137,10 @@ class Watchdog(WatchdogState):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
         self._lock: Lock = lock
         self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
-        self._renewals = 0
         self._stop = threading.Event()
         self._lost: threading.Event = threading.Event()
-        self._error = None
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._reported = False
 
     @property
     def lost_event(self) -> threading.Event:
