@@ -276,12 +276,9 @@ Paramstyle = Literal["named", "pyformat"]
 class SqlFencedStore:
     """A row in a SQL table that only accepts writes with a newer fencing token.
 
-    A write is one statement that checks and writes at once (one row changed means
-    accepted); in PostgreSQL a concurrent ``UPDATE`` waits for the first to commit
-    and re-checks the ``WHERE``, so two writers cannot both pass::
-
-        UPDATE fenced_resource SET value = :value, fence_token = :token
-         WHERE name = :name AND fence_token < :token
+    A write is one ``UPDATE ... WHERE name = :name AND fence_token < :token``, check and
+    write at once (one row changed means accepted). In PostgreSQL a concurrent ``UPDATE``
+    waits for the first to commit and re-checks the ``WHERE``: two writers cannot both pass.
 
     Args:
         connection: a DB-API connection (``sqlite3``, ``psycopg``); each write commits.
