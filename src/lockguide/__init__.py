@@ -1,11 +1,9 @@
 """lockguide: the reference implementation behind the distributed-locks guide.
 
 Every rule the guide teaches is enforced here: unpredictable lock values,
-compare-and-delete release, monotonic deadlines measured from before the
-request, and typed errors that say what to do next.
-
-The same locks on ``redis.asyncio`` are in :mod:`lockguide.aio` (same names,
-so they are not re-exported here).
+compare-and-delete release, monotonic deadlines measured from before the request,
+and typed errors that say what to do next. The same locks on ``redis.asyncio``,
+under the same names, are in :mod:`lockguide.aio`.
 """
 
 from lockguide.errors import (
@@ -31,14 +29,7 @@ from lockguide.lock import Lock
 from lockguide.redlock import Attempt, Redlock
 from lockguide.renewal import Watchdog
 from lockguide.tokens import new_lock_value
-from lockguide.validity import (
-    Verdict,
-    drift_ms,
-    judge,
-    quorum,
-    ttl_for_validity,
-    validity_ms,
-)
+from lockguide.validity import Verdict, drift_ms, judge, quorum, ttl_for_validity, validity_ms
 from lockguide.versioned import CasResult, Versioned, VersionedValue
 
 __all__ = [

@@ -23,8 +23,7 @@ class NotAcquired(LockError):
     """``with lock:`` did not get the lock (:meth:`Lock.acquire` returns ``False``)."""
 
     def __init__(self, key: str, waited_ms: float) -> None:
-        self.key = key
-        self.waited_ms = waited_ms
+        self.key, self.waited_ms = key, waited_ms
         super().__init__(
             f"lock {key!r} is held by another owner; gave up after {waited_ms:.0f} ms. "
             "The protected work did not run: retry later or wait longer (timeout_ms)."
@@ -45,10 +44,7 @@ class NotOwned(LockError):
 
 
 class WrongOwner(NotOwned):
-    """Release or extend from a thread (or asyncio task) other than the acquiring one.
-
-    The lock's renewal watchdog is let in; nobody else is.
-    """
+    """Release or extend from a thread or task that did not acquire (the lock's watchdog may)."""
 
     _message = (
         "cannot {action} lock {key!r} from this thread or task: another one acquired it, "
@@ -81,14 +77,11 @@ class AlreadyAcquired(LockError):
 class StaleToken(LockError):
     """A fenced resource refused a write: it already accepted a token at least as high.
 
-    This holder's lease expired, perhaps in a pause it never noticed. Do not retry
-    with the same token.
+    This holder's lease expired, perhaps in a pause it never noticed: do not retry it.
     """
 
     def __init__(self, resource: str, token: int, highest: int) -> None:
-        self.resource = resource
-        self.token = token
-        self.highest = highest
+        self.resource, self.token, self.highest = resource, token, highest
         super().__init__(
             f"write to {resource!r} with fencing token {token} refused: it has already "
             f"accepted token {highest}. A newer lock holder exists; this write must not "
@@ -100,8 +93,7 @@ class VersionConflict(LockError):
     """An optimistic update gave up: another writer changed the version before every attempt."""
 
     def __init__(self, key: str, attempts: int) -> None:
-        self.key = key
-        self.attempts = attempts
+        self.key, self.attempts = key, attempts
         super().__init__(
             f"update of {key!r} gave up after {attempts} attempt(s): another writer "
             "changed the version each time. Nothing was written by the last attempt; "
@@ -113,8 +105,7 @@ class RenewalFailed(LockLost):
     """The watchdog found the key lost, or could not reach Redis in time, and stopped renewing."""
 
     def __init__(self, key: str, reason: str) -> None:
-        self.key = key
-        self.reason = reason
+        self.key, self.reason = key, reason
         LockError.__init__(
             self,
             f"lease on {key!r} was not renewed: {reason}. The lock may be held by "
@@ -126,14 +117,11 @@ class RenewalFailed(LockLost):
 class MasterError(LockError):
     """A Redlock master answered with an error no retry can fix (credentials, permissions).
 
-    The attempt stopped at once, after releasing whatever it was granted. ``error``
-    is redis-py's exception, also ``__cause__``.
+    It stopped at once, releasing what it was granted; ``error`` (also ``__cause__``) is redis-py's.
     """
 
     def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
-        self.key = key
-        self.master = master
-        self.error = error
+        self.key, self.master, self.error = key, master, error
         super().__init__(
             f"lock {key!r}: masters[{master}] ({address}) answered {type(error).__name__}: "
             f"{error}. No retry can fix that: correct the master's configuration or the "
@@ -144,8 +132,8 @@ class MasterError(LockError):
 class NoQuorum(NotAcquired):
     """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
 
-    The counts are from the last try; ``failed`` covers errors and no answer within
-    the per-node timeout. Whatever was granted has been released on every master.
+    The counts are the last try's (``failed``: an error or no answer within the per-node
+    timeout). Whatever was granted has been released on every master.
     """
 
     def __init__(
@@ -159,13 +147,8 @@ class NoQuorum(NotAcquired):
         needed: int,
         causes: tuple[str, ...] = (),
     ) -> None:
-        self.key = key
-        self.waited_ms = waited_ms
-        self.granted = granted
-        self.refused = refused
-        self.failed = failed
-        self.needed = needed
-        self.causes = causes
+        self.key, self.waited_ms, self.causes = key, waited_ms, causes
+        self.granted, self.refused, self.failed, self.needed = granted, refused, failed, needed
         why = f" ({'; '.join(causes)})" if causes else ""
         LockError.__init__(
             self,
@@ -177,17 +160,13 @@ class NoQuorum(NotAcquired):
 
 
 class MajorityLost(LockLost):
-    """Fewer than a majority of masters still held this Redlock holder's value.
+    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value.
 
-    Raised by :meth:`Redlock.release` and :meth:`Redlock.extend`; ``confirmed``
-    masters still had it, and masters someone else holds were left untouched.
+    From :meth:`Redlock.release` or :meth:`Redlock.extend`; others' masters were left untouched.
     """
 
     def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
-        self.key = key
-        self.confirmed = confirmed
-        self.needed = needed
-        self.masters = masters
+        self.key, self.confirmed, self.needed, self.masters = key, confirmed, needed, masters
         LockError.__init__(
             self,
             f"cannot {action} lock {key!r}: only {confirmed} of {masters} masters still held "
@@ -202,8 +181,7 @@ class ExtensionLimitReached(LockError):
     """A Redlock was extended ``max_extensions`` times already (a bound against stuck holders)."""
 
     def __init__(self, key: str, max_extensions: int) -> None:
-        self.key = key
-        self.max_extensions = max_extensions
+        self.key, self.max_extensions = key, max_extensions
         super().__init__(
             f"lock {key!r} has already been extended {max_extensions} times (max_extensions); "
             "it stays held until its current validity runs out. Release it when the work is "
@@ -214,16 +192,13 @@ class ExtensionLimitReached(LockError):
 class ClusterUnavailable(NotAcquired):
     """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
 
-    From ``acquire``: nobody was granted the lock, since a cluster that cannot
-    reach a majority refuses everyone (safety over liveness). From ``release``:
-    the lease may still be there; it ends with its TTL or session, or retry.
-    ``cause`` is the last error seen.
+    From ``acquire``: nobody was granted the lock, since a cluster that cannot reach a
+    majority refuses everyone (safety over liveness). From ``release``: the lease may
+    still be there; it ends with its TTL or session, or retry. ``cause`` is the last error.
     """
 
     def __init__(self, key: str, waited_ms: float, cause: str) -> None:
-        self.key = key
-        self.waited_ms = waited_ms
-        self.cause = cause
+        self.key, self.waited_ms, self.cause = key, waited_ms, cause
         LockError.__init__(
             self,
             f"lock {key!r}: the cluster did not answer within {waited_ms:.0f} ms "

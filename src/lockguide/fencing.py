@@ -1,19 +1,14 @@
 """Fencing tokens: the lock hands out a number, and the resource checks it.
 
-The story this module is written against, in order:
-
-1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws token 1
-   from a counter that only goes up.
-2. A pauses (garbage collection, a stalled VM) past its lease. The key expires;
-   A does not know.
+1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws token 1.
+2. A pauses (a GC, a stalled VM) past its lease; the key expires, A does not know.
 3. B acquires, draws token 2 and writes with it; the resource remembers 2.
 4. A wakes up and writes with token 1. The resource **refuses** it: 1 < 2.
 
-Step 4 is the resource's job, since the paused client cannot know it is stale.
-Hence two halves: :class:`FencedLock` issues the token with the lock in one Lua
-script (no token without the lock, tokens increase per key), and
-:class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept
-a write only if its token beats every one they accepted, atomically with the write.
+Only the resource can do step 4: the paused client cannot know it is stale. So
+:class:`FencedLock` issues the token with the lock in one Lua script, and
+:class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept a
+write only if its token beats every one they accepted, atomically with the write.
 """
 
 from __future__ import annotations
@@ -50,17 +45,20 @@ FENCED_WRITE = LuaScript("fenced_write.lua")
 MAX_TOKEN = 2**53
 
 
+def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
+    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
+    if value < least:
+        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
+    return value
+
+
 def check_token(token: object) -> int:
     """A fencing token: an ``int`` from 1 to :data:`MAX_TOKEN` (``bool`` is refused)."""
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise BadArgumentType(
-            f"token must be an int (the number FencedLock.token gave you), not {token!r}"
-        )
-    if token < 1:
-        raise BadArgument(
-            f"token must be >= 1, got {token}: fencing tokens start at 1 and only go up, "
-            "so a token below 1 was never issued by a lock"
-        )
+    hint = " (the number FencedLock.token gave you)"
+    why = "fencing tokens start at 1 and only go up, so a token below 1 was never issued by a lock"
+    token = check_count(token, "token", 1, hint, why)
     if token > MAX_TOKEN:
         raise BadArgument(f"token must be <= 2**53 ({MAX_TOKEN}), got {token}")
     return token
@@ -84,10 +82,8 @@ def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    Redis Cluster hashes only the ``{...}`` part of a key that has one, so a tagged
-    key keeps its tag (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``) and any
-    other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``). Either
-    way, taking the lock and drawing the token touch one slot.
+    A key with a ``{...}`` hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``);
+    any other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``).
     """
     opening = key.find("{")
     if opening >= 0 and key.find("}", opening + 2) > opening:
@@ -111,22 +107,19 @@ def check_counter_key(key: str, counter_key: object) -> str:
 class FencedLock(Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
-    Acquiring runs one Lua script: ``SET key value NX PX ttl`` and, only if that
-    succeeded, ``INCR`` of a counter, so each acquisition of the key gets a larger
-    token, in the same round trip. Pass :attr:`token` with every write to a
-    resource that checks it (:class:`FencedStore`, :class:`SqlFencedStore`, your
-    own). Arguments, release and extend are :class:`~lockguide.Lock`'s (extending
-    keeps the token), plus:
+    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded,
+    ``INCR`` of a counter: each acquisition gets a larger token. Pass :attr:`token`
+    with every write to a resource that checks it. The rest is
+    :class:`~lockguide.Lock`'s (extending keeps the token).
 
     Args:
         counter_key: where the token counter lives; it never expires. The default
             (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
 
-    The counter is only as durable as its Redis. If a failover or a restart loses
-    increments, new tokens repeat old ones: a resource refuses those below the
-    highest it has *seen*, but an older holder's unseen higher token is then
-    accepted after a newer holder's lower one. Keep the counter where increments
-    are not lost (``appendfsync always``, a database sequence) when that matters.
+    The counter is only as durable as its Redis: if a failover or restart loses
+    increments, an older holder's unseen higher token can be accepted after a newer
+    holder's lower one. Keep it where increments are not lost when that matters
+    (``appendfsync always``, a database sequence).
     """
 
     def __init__(
@@ -204,10 +197,7 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class Stored:
-    """A fenced resource's current state: the value and the token that wrote it.
-
-    ``value`` is ``None`` and ``token`` is ``0`` before the first accepted write.
-    """
+    """A fenced resource's value and the token that wrote it (``None`` and ``0`` at first)."""
 
     value: str | None
     token: int
@@ -231,8 +221,7 @@ def check_store_key(key: object, lock: object, lock_type: type[Any]) -> str:
 class FencedStore:
     """A value in a Redis hash that only accepts writes with a newer fencing token.
 
-    The hash holds ``value`` and ``token`` (the highest accepted); a Lua script
-    writes both only if the write's token is greater, in one atomic step.
+    A Lua script writes ``value`` and ``token`` (the highest accepted) together, or neither.
 
     Args:
         client: a connected ``redis.Redis`` (may be another server than the lock's).
@@ -280,26 +269,19 @@ class Connection(Protocol):
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
+_PSYCOPG = ("psycopg", "psycopg2")
 Paramstyle = Literal["named", "pyformat"]
 
 
 class SqlFencedStore:
     """A row in a SQL table that only accepts writes with a newer fencing token.
 
-    :meth:`setup` creates the table (``name`` primary key, ``value``,
-    ``fence_token``), one row per resource. A write is one conditional statement,
-    the check and the write in one atomic step (one row changed means accepted)::
-
-        UPDATE fenced_resource SET value = :value, fence_token = :token
-         WHERE name = :name AND fence_token < :token
-
-    In PostgreSQL, a concurrent ``UPDATE`` of the row waits for the first to
-    commit, then re-checks the ``WHERE`` on the new row: two writers cannot both pass.
+    A write is one ``UPDATE ... WHERE name = :name AND fence_token < :token``, check and
+    write at once (one row changed means accepted). In PostgreSQL a concurrent ``UPDATE``
+    waits for the first to commit and re-checks the ``WHERE``: two writers cannot both pass.
 
     Args:
-        connection: a DB-API connection, ``sqlite3`` or ``psycopg`` (PostgreSQL).
-            Each write is committed on it.
+        connection: a DB-API connection (``sqlite3``, ``psycopg``); each write commits.
         name: the resource's name (the row's key).
         table: the table's name (letters, digits and ``_``).
         paramstyle: ``"named"`` (``:token``, sqlite3) or ``"pyformat"``
@@ -326,8 +308,15 @@ class SqlFencedStore:
                 f"table must be a plain SQL identifier (letters, digits, _), got {table!r}"
             )
         self._table = table
-        if paramstyle is None:
-            paramstyle = _detect_paramstyle(connection)
+        if paramstyle is None and isinstance(connection, sqlite3.Connection):
+            paramstyle = "named"
+        elif paramstyle is None and type(connection).__module__.split(".")[0] in _PSYCOPG:
+            paramstyle = "pyformat"
+        elif paramstyle is None:
+            raise BadArgument(
+                f"cannot tell the parameter style of a {type(connection).__name__} connection: "
+                "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
+            )
         if paramstyle not in ("named", "pyformat"):
             raise BadArgument(f"paramstyle must be 'named' or 'pyformat', got {paramstyle!r}")
         self._paramstyle: Paramstyle = paramstyle
@@ -338,7 +327,7 @@ class SqlFencedStore:
         return self._name
 
     def setup(self) -> None:
-        """Create the table if it is missing, and this resource's row (token 0)."""
+        """Create the table (``name``, ``value``, ``fence_token``) if missing, and this row."""
         self._execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} ("
             " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)"
@@ -397,15 +386,3 @@ class SqlFencedStore:
             return int(cursor.rowcount), list(cursor.fetchall()) if cursor.description else []
         finally:
             cursor.close()
-
-
-def _detect_paramstyle(connection: object) -> Paramstyle:
-    """The parameter style of a sqlite3 or psycopg connection."""
-    if isinstance(connection, sqlite3.Connection):
-        return "named"
-    if type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2"):
-        return "pyformat"
-    raise BadArgument(
-        f"cannot tell the parameter style of a {type(connection).__name__} connection: "
-        "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
-    )

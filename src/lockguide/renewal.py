@@ -1,16 +1,12 @@
 """A watchdog that keeps a held lease alive, and says so when it cannot.
 
-The story this module is written against, in order:
-
 1. A holds ``lock:report`` with a 30 s lease; the report takes 10 s, 40 s on a bad day.
-2. A watchdog thread in A extends the lease every 10 s, only while the key still holds
-   A's value (compare-and-pexpire). The slow day overlaps nobody.
-3. A loses the key anyway (a failover, an operator's ``DEL``) and B acquires. The next
-   extension finds B's value: the watchdog must neither take the lock back nor keep
-   quiet, so it flags the loss, which A checks before each write.
-4. A's whole process pauses for 40 s, watchdog included; B acquires, and A may write
-   before its watchdog runs again. **Renewal cannot fix a pause**: only a fencing
-   token checked by the resource can refuse A's late write.
+2. A watchdog thread extends the lease every 10 s while the key still holds A's value
+   (compare-and-pexpire): the slow day overlaps nobody.
+3. A loses the key anyway (a failover, a ``DEL``) and B acquires. The next extension
+   finds B's value; the watchdog flags the loss, which A checks before each write.
+4. A's whole process pauses for 40 s, watchdog included, and may write before it runs
+   again. **Renewal cannot fix a pause**: only a fencing token can refuse that write.
 
 So the watchdog is for slow work, not pauses, and stops after ``max_renewals``.
 """
@@ -33,6 +29,7 @@ from lockguide.errors import (
     NotOwned,
     RenewalFailed,
 )
+from lockguide.fencing import check_count
 from lockguide.lock import Lock
 
 __all__ = ["Watchdog"]
@@ -47,11 +44,7 @@ def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[
             f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
             "a renewal after the lease has run out comes too late"
         )
-    if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
-        raise BadArgumentType(f"max_renewals must be an int, not {max_renewals!r}")
-    if max_renewals < 0:
-        raise BadArgument(f"max_renewals must be >= 0, got {max_renewals}")
-    return interval / 1000.0, max_renewals
+    return interval / 1000.0, check_count(max_renewals, "max_renewals")
 
 
 class Flag(Protocol):
@@ -62,17 +55,16 @@ class Flag(Protocol):
 
 
 class WatchdogState:
-    """What a watchdog knows and how it reports a loss: shared by the thread and the task.
+    """What a watchdog knows and how it reports a loss, for the thread and the task alike.
 
-    The subclass sets ``_lock``, ``_lost`` (a :class:`Flag`), ``_error = None``,
-    ``_renewals = 0`` and ``_reported = False``.
+    Subclasses set ``_lock`` and ``_lost``.
     """
 
     _lock: LeaseState
     _lost: Flag
-    _error: RenewalFailed | None
-    _renewals: int
-    _reported: bool  # the holder has been told the lease is lost
+    _error: RenewalFailed | None = None
+    _renewals: int = 0
+    _reported: bool = False  # the holder has been told the lease is lost
 
     @property
     def lost(self) -> bool:
@@ -115,10 +107,10 @@ class WatchdogState:
 class Watchdog(WatchdogState):
     """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
 
-    Every ``every_ms`` the thread extends the lease by the TTL. It stops when the
-    lock is released through it, when a renewal finds the key gone or someone
-    else's, or after ``max_renewals``. A failure is never silent: :attr:`lost`,
-    :attr:`lost_event`, :meth:`check` and :meth:`release` all report it.
+    Every ``every_ms`` the thread extends the lease by the TTL, until the lock is
+    released through it, a renewal finds the key gone or someone else's, or
+    ``max_renewals``. A failure is never silent: :attr:`lost`, :attr:`lost_event`,
+    :meth:`check` and :meth:`release` all report it.
 
     Args:
         lock: the lock to keep alive. ``with Watchdog(lock):`` acquires it if
@@ -145,13 +137,10 @@ class Watchdog(WatchdogState):
             raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
         self._lock: Lock = lock
         self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
-        self._renewals = 0
         self._stop = threading.Event()
         self._lost: threading.Event = threading.Event()
-        self._error = None
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._reported = False
 
     @property
     def lost_event(self) -> threading.Event:
@@ -217,9 +206,8 @@ class Watchdog(WatchdogState):
     ) -> None:
         """Stop renewing and release; the body's own exception always wins.
 
-        A failed release becomes a note on the body's exception; after a body
-        that succeeded, a lost lease is raised (``RenewalFailed`` or ``LockLost``)
-        unless :meth:`check` already reported it.
+        A failed release becomes a note on it; after a body that succeeded, a lost
+        lease is raised unless :meth:`check` already reported it.
         """
         if exc is not None:
             try:
@@ -249,6 +237,7 @@ class Watchdog(WatchdogState):
             self._fail(f"the watchdog thread crashed: {error!r}")
 
     def _loop(self) -> None:
+        """Extend every ``_every_s`` (sooner after a Redis error) until stopped or lost."""
         wait = self._every_s
         while not self._stop.wait(wait):
             wait = self._every_s

@@ -1,21 +1,10 @@
-"""The lock's time arithmetic, as pure functions with no I/O.
+"""The lock's time arithmetic, as pure functions with no I/O, all in milliseconds.
 
 One definition serves the locks, the documentation and the validity calculator,
-so the number a page prints is the number the code uses.
-
-All durations are milliseconds.
-
-* ``drift_ms(ttl)`` is the safety margin for clocks: the Redis reference
-  implementations allow 1 % of the TTL for a server clock that runs fast, plus
-  2 ms for the granularity of Redis expiry (which also keeps a floor under very
-  short TTLs).
-* ``validity_ms(ttl, elapsed)`` is how long the holder may still act:
-  ``ttl - elapsed - drift``, where *elapsed* is measured on the client's
-  monotonic clock from before the first request was sent.
-* ``quorum(n)`` is the majority Redlock needs: ``n // 2 + 1``.
-* ``ttl_for_validity(validity, elapsed)`` runs the first formula backwards: the
-  smallest TTL that still leaves ``validity`` ms after an acquisition that took
-  ``elapsed`` ms.
+so the number a page prints is the number the code uses. A holder may act for
+``ttl - elapsed - drift``: *elapsed* runs on the client's monotonic clock from
+before the first request, and *drift* is the Redis reference implementations'
+allowance, 1 % of the TTL for a fast server clock plus 2 ms for expiry granularity.
 """
 
 from __future__ import annotations
@@ -45,8 +34,7 @@ def validity_ms(
 ) -> float:
     """Time the holder may still rely on the lock: ``ttl - elapsed - drift``.
 
-    A result of zero or less means the lock must be treated as not acquired,
-    even if the servers said yes.
+    Zero or less means not acquired, even if the servers said yes.
     """
     return ttl_ms - elapsed_ms - drift_ms(ttl_ms, drift_factor, drift_floor_ms)
 
@@ -59,8 +47,7 @@ def ttl_for_validity(
 ) -> float:
     """Smallest TTL that leaves ``validity_ms`` after an acquisition of ``elapsed_ms``.
 
-    Solves ``validity = ttl - elapsed - (ttl * factor + floor)`` for ``ttl``:
-    ``ttl = (validity + elapsed + floor) / (1 - factor)``.
+    :func:`validity_ms` solved for the TTL: ``(validity + elapsed + floor) / (1 - factor)``.
     """
     if not 0 <= drift_factor < 1:
         raise ValueError("drift_factor must be in [0, 1)")
@@ -106,11 +93,5 @@ def judge(
 ) -> Verdict:
     """Apply the whole rule to one attempt: majority, drift and remaining validity."""
     drift = drift_ms(ttl_ms, drift_factor, drift_floor_ms)
-    return Verdict(
-        ttl_ms=ttl_ms,
-        elapsed_ms=elapsed_ms,
-        drift_ms=drift,
-        validity_ms=ttl_ms - elapsed_ms - drift,
-        votes=votes,
-        needed=quorum(n_masters),
-    )
+    validity = ttl_ms - elapsed_ms - drift
+    return Verdict(ttl_ms, elapsed_ms, drift, validity, votes, needed=quorum(n_masters))

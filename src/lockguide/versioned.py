@@ -1,14 +1,13 @@
 """Optimistic concurrency: a value and its version, changed only together.
 
 No lock at all (HTTP's ``If-Match``, DynamoDB's conditional write). A writer reads
-the value *with its version*, computes the new value, and a Lua script stores it
-only if the version is still the one read, writing the value **and the next
-version** in one ``HSET``. If somebody wrote in between, the write is refused and
-the writer reads again.
+the value *with its version*, and a Lua script stores the new value only if the
+version is still the one read, writing the value **and the next version** in one
+``HSET``; if somebody wrote in between, it is refused and the writer reads again.
 
-The pitfall the guide names: a script that compares the version but never writes
-a new one. Then a writer that carries its version forward is refused forever after
-its first update, and writers that re-read both win, silently losing an update.
+The pitfall the guide names: a script that compares the version but never bumps it.
+A writer carrying its version forward is then refused forever after its first
+update, and writers that re-read both win, silently losing an update.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 import redis
 
 from lockguide._base import LuaScript, check_client, check_delay_range, check_key
-from lockguide.errors import BadArgument, BadArgumentType, VersionConflict
+from lockguide.errors import BadArgumentType, VersionConflict
+from lockguide.fencing import check_count
 
 __all__ = ["CasResult", "Versioned", "VersionedValue"]
 
@@ -48,15 +48,6 @@ class CasResult:
 
     accepted: bool
     version: int
-
-
-def _check_count(value: object, name: str, hint: str, why: str) -> int:
-    """A whole number >= 0 (``bool`` refused)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
-    if value < 0:
-        raise BadArgument(f"{name} must be >= 0, got {value}: {why}")
-    return value
 
 
 class VersionedValue:
@@ -91,15 +82,11 @@ class VersionedValue:
     def compare_and_set(self, expected_version: int, value: str) -> CasResult:
         """Write ``value`` as version ``expected_version + 1`` if that is still the version.
 
-        A refusal (``accepted`` is ``False``) is a result, not an error: someone
-        wrote first, so read again; :meth:`update` does that for you.
+        A refusal (``accepted`` is ``False``) is a result, not an error: someone wrote
+        first, so read again (:meth:`update` does).
         """
-        expected = _check_count(
-            expected_version,
-            "expected_version",
-            " (the version read() returned)",
-            "versions start at 0",
-        )
+        hint = " (the version read() returned)"
+        expected = check_count(expected_version, "expected_version", 0, hint, "versions start at 0")
         if not isinstance(value, str):
             raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
         accepted, version = CAS_VERSION(self._client, (self._key,), (expected, value))
@@ -128,7 +115,7 @@ class VersionedValue:
         Raises:
             VersionConflict: every attempt lost the race.
         """
-        attempts = _check_count(retries, "retries", "", "0 means one attempt and no retry") + 1
+        attempts = check_count(retries, "retries", why="0 means one attempt and no retry") + 1
         base, cap = check_delay_range(backoff_ms, "backoff_ms")
         if not callable(change):
             raise BadArgumentType(f"change must be a function of the old value, not {change!r}")
