@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import redis
+from redis.cluster import RedisCluster
 
 from lockguide._base import LuaScript, check_client, check_key
 from lockguide.errors import BadArgument, BadArgumentType, NotOwned, StaleToken
@@ -118,7 +119,7 @@ class FencedLock(Lock):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         key: str,
         ttl_ms: int,
         *,

@@ -32,8 +32,10 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
+from typing import cast
 
 import redis
+from redis.cluster import RedisCluster
 
 from lockguide._base import (
     EXTEND,
@@ -58,9 +60,10 @@ class Lock(Lease):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
-        client: a ``redis.Redis`` (a Sentinel ``master_for`` client too); the
-            lock uses its address, credentials and encoding, on connections of
-            its own.
+        client: a ``redis.Redis`` (a Sentinel ``master_for`` client too) or a
+            ``redis.cluster.RedisCluster``; the lock uses its address,
+            credentials and encoding, on connections of its own. On a cluster
+            every request goes to the master that owns the key's hash slot.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of milliseconds (at most a week).
             After this long Redis deletes the key whether or not the holder is done.
@@ -92,7 +95,7 @@ class Lock(Lease):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         key: str,
         ttl_ms: int,
         *,
@@ -103,12 +106,15 @@ class Lock(Lease):
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = check_client(client)
+        self._client = client if isinstance(client, RedisCluster) else check_client(client)
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
         timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
-        self._redis = bounded_client(self._client, timeout / 1000.0)
+        self._timeout_s = timeout / 1000.0
+        self._server: redis.Redis | None = None
+        if not isinstance(self._client, RedisCluster):
+            self._server = bounded_client(self._client, self._timeout_s)
 
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; return ``True`` if this call got it.
@@ -200,6 +206,20 @@ class Lock(Lease):
         return f"<{type(self).__name__} {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
     # -- internals ---------------------------------------------------------------
+
+    @property
+    def _redis(self) -> redis.Redis:
+        """Where this lock's requests go, each sent once and bounded (``bounded_client``).
+
+        On a Redis Cluster: the master that owns the key's hash slot, as the
+        cluster client's slot map says now (so a moved slot is followed once
+        the client has seen the move), reached through that node's client.
+        """
+        if self._server is not None:
+            return self._server
+        cluster = cast(RedisCluster, self._client)
+        node = cluster.get_node_from_key(self._key)  # type: ignore[no-untyped-call]
+        return bounded_client(node.redis_connection, self._timeout_s)
 
     def _grant(self, value: str) -> bool:
         """One ``SET key value NX PX ttl``: True if Redis stored it."""

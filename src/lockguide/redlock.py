@@ -33,6 +33,7 @@ from typing import Any
 
 import redis
 from redis import exceptions as rx
+from redis.cluster import RedisCluster
 
 from lockguide._base import (
     EXTEND,
@@ -109,6 +110,17 @@ def _where(client: redis.Redis) -> str:
     return f"{host}:{kwargs.get('port', 6379)}"
 
 
+def _cluster_refused(master: str) -> BadArgument:
+    """Why a Redis Cluster (or one of its nodes) cannot be a Redlock master."""
+    return BadArgument(
+        f"{master} is a Redis Cluster, and its masters are not independent: one cluster "
+        "configuration, one failover domain. A key lives on exactly one master (the others "
+        "answer MOVED), and when that master fails the cluster promotes its replica, which "
+        "may lack the lock. Give Redlock separate Redis servers that fail independently; "
+        "on a cluster, use Lock or FencedLock with the RedisCluster client"
+    )
+
+
 def _beyond_retry(error: BaseException) -> bool:
     """An answer the next try would get again: credentials, permissions, configuration."""
     if isinstance(error, rx.AuthenticationError | rx.AuthorizationError):
@@ -178,6 +190,9 @@ class Redlock(Lease):
                 "masters must be a list of redis.Redis clients, one per independent master, "
                 f"not {type(masters).__name__}"
             )
+        for i, master in enumerate(masters):
+            if isinstance(master, RedisCluster):
+                raise _cluster_refused(f"masters[{i}]")
         clients = tuple(check_client(m, f"masters[{i}]") for i, m in enumerate(masters))
         if not clients:
             raise BadArgument(
@@ -370,6 +385,8 @@ class Redlock(Lease):
         self._release_quietly(value)
         if fatal is not None:
             error = errors[fatal]
+            if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
+                raise _cluster_refused(f"masters[{fatal}] ({self._where[fatal]})") from error
             raise MasterError(self._key, fatal, self._where[fatal], error) from error
         return False
 
