@@ -9,14 +9,17 @@ import pytest
 import redis
 
 from lockguide_lab.testbed import RedisServer
+from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import (
     MASTER_PORTS,
     Backend,
     fake_backend,
     real_backend,
+    start_cluster,
     start_redis_server,
     start_redis_servers,
+    start_sentinel_deployment,
 )
 
 
@@ -65,3 +68,20 @@ def r(backend: Backend) -> Iterator[redis.Redis]:
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> SiteBuild:
     """The site, built once per session (``mkdocs build --strict``); see tests/sitebuild.py."""
     return build_site(site_dir_for_session(tmp_path_factory.mktemp("site-build") / "site"))
+
+
+@pytest.fixture(scope="session")
+def sentinel_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
+    """A primary with a replica behind three Sentinels (service ``mymaster``), plus two
+    lone masters (services ``solo-1``, ``solo-2``), for the whole session."""
+    deployment = start_sentinel_deployment(tmp_path_factory.mktemp("sentinel"))
+    yield deployment
+    deployment.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDeployment]:
+    """A Redis Cluster of three masters with a replica each, for the whole session."""
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
