@@ -41,7 +41,7 @@ pytestmark = pytest.mark.real_redis
 KEY = "lock:matrix"
 TTL_MS = 10_000
 
-#: Exactly what the locks send, and what their scripts call.
+#: Exactly what the locks send, and what their scripts call (see docs/your-redis.md).
 LOCK_COMMANDS = ("set", "get", "exists", "del", "pexpire", "incr", "evalsha", "script|load")
 LOCK_KEYS = ("~lock:*", "~{lock:*}:fence")
 LOCK_ACL = " ".join(
@@ -233,6 +233,11 @@ def test_the_acl_rule_is_enough_and_each_part_is_needed(standalone: list[RedisSe
     with server.admin() as admin:
         admin.acl_deluser(ACL_USER)
         admin.flushall()
+
+
+def test_the_guide_prints_the_acl_rule() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "your-redis.md").read_text("utf-8")
+    assert LOCK_ACL in page
 
 
 # -- Sentinel ------------------------------------------------------------------------------
