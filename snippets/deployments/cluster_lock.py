@@ -17,7 +17,5 @@ lock.release()
 try:
     Redlock([rc], "lock:invoice-42", ttl_ms=30_000)
 except BadArgument as error:
-    print(error)
-    '''
-    masters[0] is a Redis Cluster, and its masters are not independent: one cluster configuration, one failover domain. A key lives on exactly one master (the others answer MOVED), and when that master fails the cluster promotes its replica, which may lack the lock. Give Redlock separate Redis servers that fail independently; on a cluster, use Lock or FencedLock with the RedisCluster client
-    '''
+    print(str(error).split(": ")[0])  # the first part of the message
+    #> masters[0] is a Redis Cluster, and its masters are not independent

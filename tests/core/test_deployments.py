@@ -369,6 +369,7 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
 
         # --8<-- [end:cluster-failover]
 
+
 def test_fenced_lock_on_a_cluster_keeps_the_counter_in_the_lock_keys_slot(
     redis_cluster: ClusterDeployment,
 ) -> None:
