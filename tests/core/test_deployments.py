@@ -366,7 +366,6 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
         store.write(b_fenced.token, "written by B")
         with pytest.raises(StaleToken):  # fixed: A's late write is refused
             store.write(a_fenced.token, "written by A, who no longer holds the lock")
-
         # --8<-- [end:cluster-failover]
 
 

@@ -42,7 +42,7 @@ def _reach(
 
     class TestSentinel(redis.sentinel.Sentinel):
         def __init__(self, _sentinels: Any, **kwargs: Any) -> None:
-            super().__init__(addresses, **kwargs)
+            super().__init__(addresses, **kwargs)  # type: ignore[no-untyped-call]
 
     class TestCluster(redis.cluster.RedisCluster):
         def __init__(self, **kwargs: Any) -> None:

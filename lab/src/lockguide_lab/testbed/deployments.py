@@ -381,6 +381,19 @@ class ClusterDeployment:
             timeout_s,
         )
         wait_until(lambda: _cluster_ok(replica), "the cluster to be ok again", timeout_s)
+        wait_until(lambda: self._all_see_master(replica), "every node to see the promotion")
+
+    def _all_see_master(self, promoted: RedisServer) -> bool:
+        """Whether every running node's table lists ``promoted`` as a master (clients
+        may learn the slot map from any of them)."""
+        for node in self.nodes:
+            if not node.running or node.is_frozen:
+                continue
+            for row in self._nodes_table(node):
+                port = int(row[1].split("@")[0].rsplit(":", 1)[1])
+                if port == promoted.port and "master" not in row[2]:
+                    return False
+        return True
 
     def heal(self) -> None:
         """Every node running again (a crashed master rejoins as a replica)."""
