@@ -176,7 +176,7 @@ class FencedLock(Lock):
     def _grant(self, value: str) -> bool:
         """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
-        token = int(FENCED_ACQUIRE(self._redis, keys, (value, self._ttl_ms)))
+        token = int(self._request(lambda r: FENCED_ACQUIRE(r, keys, (value, self._ttl_ms))))
         self._token = token or None
         return token > 0
 

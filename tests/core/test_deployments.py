@@ -26,7 +26,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
-from lockguide import BadArgument, FencedLock, FencedStore, Lock, Redlock, StaleToken
+from lockguide import BadArgument, FencedLock, FencedStore, Lock, LockLost, Redlock, StaleToken
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import (
     ClusterDeployment,
@@ -367,6 +367,13 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
         with pytest.raises(StaleToken):  # fixed: A's late write is refused
             store.write(a_fenced.token, "written by A, who no longer holds the lock")
         # --8<-- [end:cluster-failover]
+        # A's client still maps the slot to the dead master: the lock's first request
+        # fails (sent once) and has the client re-learn the slots; the next one reaches
+        # the promoted replica, where the key is B's.
+        with pytest.raises(redis.exceptions.ConnectionError):
+            a_plain.release()
+        with pytest.raises(LockLost):
+            a_plain.release()
 
 
 def test_fenced_lock_on_a_cluster_keeps_the_counter_in_the_lock_keys_slot(
