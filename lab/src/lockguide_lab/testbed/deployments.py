@@ -146,7 +146,8 @@ class SentinelDeployment:
                     lines += [
                         f"sentinel monitor {name} {server.host} {server.port} 2",
                         f"sentinel down-after-milliseconds {name} {down_after_ms}",
-                        f"sentinel failover-timeout {name} 10000",
+                        # Also how long before the same service can fail over again (twice it).
+                        f"sentinel failover-timeout {name} 2000",
                     ]
                 conf = folder / "sentinel.conf"
                 conf.write_text("\n".join(lines) + "\n", "utf-8")
@@ -346,6 +347,11 @@ class ClusterDeployment:
             rows = self._nodes_table(node)
             alive = [row for row in rows if "fail" not in row[2] and row[7] == "connected"]
             if len(alive) < sum(1 for n in self.nodes if n.running):
+                return False
+            if any("master" in row[2] and len(row) < 9 for row in alive):
+                return False  # a restarted master that has not yet become a replica
+            replication = _info(node, "replication")
+            if replication["role"] == "slave" and replication["master_link_status"] != "up":
                 return False
         return True
 
