@@ -366,7 +366,6 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
         store.write(b_fenced.token, "written by B")
         with pytest.raises(StaleToken):  # fixed: A's late write is refused
             store.write(a_fenced.token, "written by A, who no longer holds the lock")
-        # --8<-- [end:cluster-failover]
         # A's client still maps the slot to the dead master: the lock's first request
         # fails (sent once) and has the client re-learn the slots; the next one reaches
         # the promoted replica, where the key is B's.
@@ -374,6 +373,7 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
             a_plain.release()
         with pytest.raises(LockLost):
             a_plain.release()
+        # --8<-- [end:cluster-failover]
 
 
 def test_fenced_lock_on_a_cluster_keeps_the_counter_in_the_lock_keys_slot(
