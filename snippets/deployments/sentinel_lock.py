@@ -11,9 +11,13 @@ print("acquired:", lock.acquire(blocking=False))
 #> acquired: True
 
 # WAIT counts the replicas that have this connection's writes so far; the lock's
-# SET went on the lock's own connection, so write something after it first.
-primary.set("report:started", "1")
-print("replicas that have the key:", primary.wait(1, 100))
+# SET went on the lock's own connection, so write after it, and WAIT on the same
+# connection (a pipeline sends both on one): that covers the SET before it.
+with primary.pipeline(transaction=False) as pipe:
+    pipe.set("report:started", "1")
+    pipe.wait(1, 100)
+    _, replicas = pipe.execute()
+print("replicas that have the key:", replicas)
 #> replicas that have the key: 1
 lock.release()
 

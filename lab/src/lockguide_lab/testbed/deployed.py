@@ -40,7 +40,8 @@ CLUSTER_TAG = "{lockguide-lab}"
 def _replicated(primary: RedisServer, tag: str) -> None:
     """A write on the primary, then ``WAIT 1``: the replica has everything so far.
 
-    ``WAIT`` counts the calling connection's writes, hence the write first.
+    ``WAIT`` is documented for the calling connection's writes, hence the write
+    first; acknowledging it covers every earlier write (one ordered stream).
     """
     with primary.admin() as admin:
         admin.set(f"{tag}:synced", 1)
