@@ -4,7 +4,7 @@ from redis.sentinel import Sentinel
 from lockguide import BadArgument, Lock, Redlock
 
 sentinel = Sentinel([("localhost", 26379), ("localhost", 26380), ("localhost", 26381)])
-primary = sentinel.master_for("mymaster", socket_timeout=1.0)
+primary = sentinel.master_for("mymaster", socket_timeout=10.0)
 
 lock = Lock(primary, "lock:nightly-report", ttl_ms=30_000)
 print("acquired:", lock.acquire(blocking=False))
@@ -15,7 +15,7 @@ print("acquired:", lock.acquire(blocking=False))
 # connection (a pipeline sends both on one): that covers the SET before it.
 with primary.pipeline(transaction=False) as pipe:
     pipe.set("report:started", "1")
-    pipe.wait(1, 100)
+    pipe.wait(1, 5_000)  # returns as soon as one replica has it (at most 5 s)
     _, replicas = pipe.execute()
 print("replicas that have the key:", replicas)
 #> replicas that have the key: 1

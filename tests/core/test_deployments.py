@@ -313,12 +313,12 @@ def test_sentinel_failover_before_replication_gives_the_lock_twice(
         # --8<-- [end:sentinel-failover]
 
 
-def _write_then_wait(client: redis.Redis) -> int:
-    """A write, then ``WAIT 1 100``, on one connection: WAIT covers that connection's writes,
-    and so every write before it in the replication stream, the lock's SET included."""
+def _write_then_wait(client: redis.Redis, timeout_ms: int) -> int:
+    """A write, then ``WAIT 1 timeout_ms``, on one connection: WAIT covers that connection's
+    writes, and so every write before it in the replication stream, the lock's SET included."""
     with client.pipeline(transaction=False) as pipe:
         pipe.set("lock:wait:marker", 1)
-        pipe.wait(1, 100)
+        pipe.wait(1, timeout_ms)
         return int(pipe.execute()[1])
 
 
@@ -326,16 +326,17 @@ def test_wait_counts_replicas_that_have_the_writes_and_promises_nothing_more(
     sentinel_deployment: SentinelDeployment,
 ) -> None:
     deployment = sentinel_deployment
+    deployment.wait_ready()
     client = master_for(deployment.sentinel(), "mymaster")
     lock = Lock(client, "lock:wait", TTL_MS)
     assert lock.acquire(blocking=False)
-    assert _write_then_wait(client) == 1  # the replica has the key
+    assert _write_then_wait(client, 5000) == 1  # the replica has the key (at once, here)
     lock.release()
     primary, replica = deployment.primary(), deployment.replica()
     with healed(deployment):
         hold_back_replication(primary, replica)
         assert lock.acquire(blocking=False)
-        assert _write_then_wait(client) == 0  # nobody has it after 100 ms...
+        assert _write_then_wait(client, 100) == 0  # nobody has it after 100 ms...
         assert lock.held
         assert lock.owned()
         replica.thaw()

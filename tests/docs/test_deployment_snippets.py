@@ -63,6 +63,7 @@ def test_deployment_snippet(
 ) -> None:
     with redis_cluster.client() as client:
         client.flushall()
+    sentinel_deployment.wait_ready()
     sentinel = sentinel_deployment.sentinel()
     for service in ("mymaster", "solo-1", "solo-2"):
         sentinel.master_for(service).flushall()  # type: ignore[no-untyped-call]

@@ -64,6 +64,14 @@ def _info(server: RedisServer, section: str) -> dict[str, Any]:
         return cast(dict[str, Any], admin.info(section))
 
 
+def _acknowledged(primary: RedisServer) -> bool:
+    """A write on ``primary`` that a replica acknowledges within 500 ms (``WAIT``)."""
+    with primary.admin() as admin, admin.pipeline(transaction=False) as pipe:
+        pipe.set("lockguide:acknowledged", 1)
+        pipe.wait(1, 500)
+        return int(pipe.execute()[1]) >= 1
+
+
 def hold_back_replication(primary: RedisServer, replica: RedisServer) -> None:
     """From now on, writes to ``primary`` cannot reach ``replica`` (see the module).
 
@@ -218,6 +226,7 @@ class SentinelDeployment:
             "the replica to sync",
             timeout_s,
         )
+        wait_until(lambda: _acknowledged(self.primary()), "the replica to acknowledge", timeout_s)
 
     def fail_over(self, timeout_s: float = 30.0) -> RedisServer:
         """``SENTINEL FAILOVER``: a graceful switch; returns the new primary once ready."""
