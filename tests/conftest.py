@@ -15,6 +15,7 @@ from lockguide_lab.testbed.consensus import (
     etcd_executable,
     zookeeper_classpath,
 )
+from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import (
     MASTER_PORTS,
@@ -22,8 +23,10 @@ from tests.support import (
     fake_backend,
     real_backend,
     require_consensus,
+    start_cluster,
     start_redis_server,
     start_redis_servers,
+    start_sentinel_deployment,
 )
 
 
@@ -96,3 +99,26 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zoo
     require_consensus(zookeeper_classpath)
     with ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
         yield ensemble
+
+
+@pytest.fixture(scope="session")
+def sentinel_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
+    """A primary with a replica behind three Sentinels (service ``mymaster``), plus two
+    lone masters (services ``solo-1``, ``solo-2``), for the whole session."""
+    deployment = start_sentinel_deployment(tmp_path_factory.mktemp("sentinel"))
+    yield deployment
+    deployment.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDeployment]:
+    """A Redis Cluster of three masters with a replica each, for the whole session."""
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the browser suite last: Playwright's session keeps an event loop running in
+    this thread, and the asyncio tests (``asyncio.run``) must not start inside it."""
+    items.sort(key=lambda item: "tests/browser/" in item.nodeid)

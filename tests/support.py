@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import redis
 import redis.asyncio
 
 from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
+from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from lockguide_lab.testbed.link import RespRequests
 from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
 
@@ -414,3 +416,58 @@ def record_async_requests(
 
         monkeypatch.setattr(client.connection_pool, "connection_class", Recording)
     return seen
+
+
+# -- deployments: Sentinel, Redis Cluster, TLS ------------------------------------------
+
+
+def _require(reason: str) -> None:
+    """Skip with ``reason`` locally; fail under CI's real-Redis requirement."""
+    if os.environ.get(REQUIRE_REAL_ENV) == "1":
+        pytest.fail(f"{REQUIRE_REAL_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def start_sentinel_deployment(base: Path) -> SentinelDeployment:
+    """A primary, a replica, three Sentinels, and two lone masters (services solo-1, solo-2)."""
+    return SentinelDeployment(
+        base, solo_services=("solo-1", "solo-2"), executable=redis_server_executable()
+    )
+
+
+def start_cluster(base: Path) -> ClusterDeployment:
+    """Three masters with a replica each, joined by ``redis-cli --cluster create``."""
+    executable = redis_server_executable()
+    if shutil.which("redis-cli") is None:
+        _require("redis-cli is not on PATH, so no Redis Cluster (apt-get install redis-tools)")
+    return ClusterDeployment(base, executable=executable)
+
+
+def make_tls_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made by the OS's ``openssl``."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        _require("openssl is not on PATH, so no TLS certificate (apt-get install openssl)")
+        raise AssertionError("unreachable")
+    cert, key = folder / "redis.crt", folder / "redis.key"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+    subject = ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+    subprocess.run(
+        [openssl, *request, "-keyout", str(key), "-out", str(cert), *subject],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def enable_tls(server: RedisServer, cert: Path, key: Path) -> int:
+    """Open a TLS port on a running server (``CONFIG SET``); the port."""
+    port = port_for.get_port(None)
+    assert port is not None, "no free loopback port"
+    with server.admin() as admin:
+        admin.config_set("tls-cert-file", str(cert))
+        admin.config_set("tls-key-file", str(key))
+        admin.config_set("tls-ca-cert-file", str(cert))
+        admin.config_set("tls-auth-clients", "no")
+        admin.config_set("tls-port", port)
+    return int(port)

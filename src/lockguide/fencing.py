@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import redis
+from redis.cluster import RedisCluster
 
 from lockguide._base import LuaScript, check_client, check_key
 from lockguide.errors import BadArgument, BadArgumentType, NotOwned, StaleToken
@@ -124,7 +125,7 @@ class FencedLock(Lock):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         key: str,
         ttl_ms: int,
         *,
@@ -174,7 +175,7 @@ class FencedLock(Lock):
     def _grant(self, value: str) -> bool:
         """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
-        token = int(FENCED_ACQUIRE(self._redis, keys, (value, self._ttl_ms)))
+        token = int(self._request(lambda r: FENCED_ACQUIRE(r, keys, (value, self._ttl_ms))))
         self._token = token or None
         return token > 0
 

@@ -32,8 +32,11 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 import redis
+from redis import exceptions as rx
+from redis.cluster import RedisCluster
 
 from lockguide._base import (
     EXTEND,
@@ -58,9 +61,10 @@ class Lock(Lease):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
-        client: a ``redis.Redis`` (a Sentinel ``master_for`` client too); the
-            lock uses its address, credentials and encoding, on connections of
-            its own.
+        client: a ``redis.Redis`` (a Sentinel ``master_for`` client too) or a
+            ``redis.cluster.RedisCluster``; the lock uses its address,
+            credentials and encoding, on connections of its own. On a cluster
+            every request goes to the master that owns the key's hash slot.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of milliseconds (at most a week).
             After this long Redis deletes the key whether or not the holder is done.
@@ -92,7 +96,7 @@ class Lock(Lease):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         key: str,
         ttl_ms: int,
         *,
@@ -103,12 +107,15 @@ class Lock(Lease):
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = check_client(client)
+        self._client = client if isinstance(client, RedisCluster) else check_client(client)
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
         )
         timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
-        self._redis = bounded_client(self._client, timeout / 1000.0)
+        self._timeout_s = timeout / 1000.0
+        self._server: redis.Redis | None = None
+        if not isinstance(self._client, RedisCluster):
+            self._server = bounded_client(self._client, self._timeout_s)
 
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; return ``True`` if this call got it.
@@ -157,7 +164,7 @@ class Lock(Lease):
                 and it was left untouched.
         """
         value = self._check_owner("release")
-        deleted = RELEASE(self._redis, (self._key,), (value,))
+        deleted = self._request(lambda r: RELEASE(r, (self._key,), (value,)))
         self._value = None
         if deleted != 1:
             raise LockLost(self._key, "release")
@@ -177,23 +184,23 @@ class Lock(Lease):
         usable_ms = self._usable_for(new_ttl)
         value = self._check_owner("extend")
         started = self._clock()
-        if EXTEND(self._redis, (self._key,), (value, new_ttl)) != 1:
+        if self._request(lambda r: EXTEND(r, (self._key,), (value, new_ttl))) != 1:
             self._value = None
             raise LockLost(self._key, "extend")
         self._deadline = started + usable_ms / 1000.0
 
     def locked(self) -> bool:
         """Whether anybody (this object or another client) holds the lock now."""
-        return bool(self._redis.exists(self._key))
+        return bool(self._request(lambda r: r.exists(self._key)))
 
     def owned(self) -> bool:
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
         if self._value is None:
             return False
-        current = self._redis.get(self._key)
+        current = self._request(lambda r: r.get(self._key))
         if isinstance(current, bytes):
             current = current.decode("utf-8", "replace")
-        return current == self._value
+        return bool(current == self._value)
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
@@ -201,14 +208,45 @@ class Lock(Lease):
 
     # -- internals ---------------------------------------------------------------
 
+    @property
+    def _redis(self) -> redis.Redis:
+        """Where this lock's requests go, each sent once and bounded (``bounded_client``).
+
+        On a Redis Cluster: the master that owns the key's hash slot, as the
+        cluster client's slot map says now (so a moved slot is followed once
+        the client has seen the move), reached through that node's client.
+        """
+        if self._server is not None:
+            return self._server
+        cluster = cast(RedisCluster, self._client)
+        node = cluster.get_node_from_key(self._key)  # type: ignore[no-untyped-call]
+        return bounded_client(node.redis_connection, self._timeout_s)
+
+    def _request(self, send: Callable[[redis.Redis], Any]) -> Any:
+        """``send`` one request on :attr:`_redis`; its reply.
+
+        On a Redis Cluster, a node that is gone or no longer serves the key's
+        slot (``ConnectionError``, ``MOVED``) makes the cluster client re-learn
+        the slots, by one read through it, before the error goes on: the next
+        request then reaches the slot's new master. (Not on a timeout: the
+        client's own read could wait on a frozen node without a bound.)
+        """
+        try:
+            return send(self._redis)
+        except (rx.ConnectionError, rx.AskError):
+            if isinstance(self._client, RedisCluster):
+                with contextlib.suppress(Exception):
+                    self._client.exists(self._key)
+            raise
+
     def _grant(self, value: str) -> bool:
         """One ``SET key value NX PX ttl``: True if Redis stored it."""
-        return bool(self._redis.set(self._key, value, nx=True, px=self._ttl_ms))
+        return bool(self._request(lambda r: r.set(self._key, value, nx=True, px=self._ttl_ms)))
 
     def _discard(self, value: str) -> None:
         """Best effort: delete ``value`` if it is the key's (the caller is raising anyway)."""
         with contextlib.suppress(Exception):
-            RELEASE(self._redis, (self._key,), (value,))
+            self._request(lambda r: RELEASE(r, (self._key,), (value,)))
 
     def _acquire_for_with(self) -> None:
         if not self.acquire():

@@ -36,6 +36,7 @@ from typing import Any
 
 import redis
 from redis import exceptions as rx
+from redis.cluster import RedisCluster
 
 from lockguide._base import (
     EXTEND,
@@ -132,6 +133,17 @@ def _where(client: redis.Redis) -> str:
     host = str(kwargs.get("host", "localhost")).lower()
     host = "localhost" if host in ("127.0.0.1", "::1") else host
     return f"{host}:{kwargs.get('port', 6379)}"
+
+
+def _cluster_refused(master: str) -> BadArgument:
+    """Why a Redis Cluster (or one of its nodes) cannot be a Redlock master."""
+    return BadArgument(
+        f"{master} is a Redis Cluster, and its masters are not independent: one cluster "
+        "configuration, one failover domain. A key lives on exactly one master (the others "
+        "answer MOVED), and when that master fails the cluster promotes its replica, which "
+        "may lack the lock. Give Redlock separate Redis servers that fail independently; "
+        "on a cluster, use Lock or FencedLock with the RedisCluster client"
+    )
 
 
 def _beyond_retry(error: BaseException) -> bool:
@@ -266,6 +278,12 @@ class Redlock(Lease):
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
     ) -> None:
+        if isinstance(masters, RedisCluster):
+            raise _cluster_refused("masters")
+        if isinstance(masters, Collection) and not isinstance(masters, str | bytes):
+            for i, master in enumerate(masters):
+                if isinstance(master, RedisCluster):
+                    raise _cluster_refused(f"masters[{i}]")
         clients, where = check_masters(masters, redis.Redis, check_client, "redis.Redis")
         self._init_lease(
             key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
@@ -425,6 +443,8 @@ class Redlock(Lease):
         self._release_quietly(value)
         if fatal is not None:
             error = errors[fatal]
+            if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
+                raise _cluster_refused(f"masters[{fatal}] ({self._where[fatal]})") from error
             raise MasterError(self._key, fatal, self._where[fatal], error) from error
         return False
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,17 @@ class RedisServer:
         datadir: its own directory (created if missing); two servers must not share one.
         appendonly: load and write an append-only file, fsynced on every write.
         executable: ``redis-server`` to run (default: the one on PATH).
+        extra_args: more command-line options for the server, e.g.
+            ``("--cluster-enabled", "yes")`` for a Redis Cluster node.
     """
 
     def __init__(
-        self, datadir: Path, *, appendonly: bool = False, executable: str | None = None
+        self,
+        datadir: Path,
+        *,
+        appendonly: bool = False,
+        executable: str | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         try:
             import port_for
@@ -90,6 +98,9 @@ class RedisServer:
             startup_timeout=30,
             appendonly="yes" if appendonly else "no",
         )
+        if extra_args:  # the executor runs its command_parts; its command is what it logs
+            self.executor.command_parts = [*self.executor.command_parts, *extra_args]
+            self.executor.command = shlex.join(self.executor.command_parts)
         self.host: str = LOOPBACK
         self.port: int = port
         self._frozen = False
@@ -99,6 +110,11 @@ class RedisServer:
     def address(self) -> tuple[str, int]:
         """``(host, port)``."""
         return self.host, self.port
+
+    @property
+    def unixsocket(self) -> str:
+        """The path of the server's unix socket (pytest-redis always opens one)."""
+        return str(self.executor.unixsocket)
 
     @property
     def pid(self) -> int:

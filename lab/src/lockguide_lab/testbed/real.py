@@ -135,8 +135,14 @@ class RealFailoverPair(FailoverPair):
         return client
 
     def sync(self) -> None:
-        """``WAIT 1``: the primary confirms that its replica has every write so far."""
+        """``WAIT 1``: the primary confirms that its replica has every write so far.
+
+        ``WAIT`` is documented for the writes made on the calling connection, so
+        it writes first: replicas acknowledge a position in one ordered stream,
+        so acknowledging that write covers every earlier one.
+        """
         with self.primary.admin() as primary:
+            primary.set("lockguide:synced", 1)
             acked = int(cast(int, primary.execute_command("WAIT", 1, 5000)))
         if acked < 1:
             raise ScenarioError("the replica did not acknowledge the primary's writes")
