@@ -23,7 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from bench.redlock_bench import Contender, measure, table_rows
+import redis
+
+from bench.redlock_bench import Contender, behind_links, links, measure, table_rows
 from bench.servers import five_masters
 from lockguide import FencedLock, Lock, Redlock
 from lockguide.etcd import EtcdLock
@@ -40,31 +42,24 @@ class Cycled(Protocol):
     def release(self) -> object: ...
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure_mode(
+    masters: list[redis.Redis], etcd_endpoints: list[str], zk_hosts: str, args: argparse.Namespace
+) -> list[str]:
+    """One run of every contender against these addresses; the table's lines."""
     from kazoo.client import KazooClient
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=10, help="turns each contender takes")
-    parser.add_argument("--cycles", type=int, default=50, help="cycles per turn")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed cycles first")
-    args = parser.parse_args(argv)
-    with (
-        tempfile.TemporaryDirectory(prefix="lockguide-bench-") as base,
-        five_masters() as masters,
-        EtcdCluster(Path(base) / "etcd") as etcd,
-        ZooKeeperEnsemble(Path(base) / "zookeeper") as zookeeper,
-    ):
-        one = masters[0]
-        value = "f" * 40
-        script = (importlib.resources.files("lockguide") / "scripts" / "release.lua").read_text()
-        release = one.register_script(script)
-        kazoo = KazooClient(hosts=zookeeper.hosts, timeout=10.0)
-        kazoo.start(timeout=10)
+    one = masters[0]
+    value = "f" * 40
+    script = (importlib.resources.files("lockguide") / "scripts" / "release.lua").read_text()
+    release = one.register_script(script)
+    kazoo = KazooClient(hosts=zk_hosts, timeout=10.0)
+    kazoo.start(timeout=10)
+    try:
         locks: dict[str, Cycled] = {
             "lock": Lock(one, "bench:lock", ttl_ms=TTL_MS),
             "fenced": FencedLock(one, "bench:fenced", ttl_ms=TTL_MS),
             "redlock": Redlock(masters, "bench:redlock", ttl_ms=TTL_MS),
-            "etcd": EtcdLock(etcd.endpoints, "bench:etcd", TTL_MS),
+            "etcd": EtcdLock(etcd_endpoints, "bench:etcd", TTL_MS),
             "zookeeper": ZooKeeperLock(kazoo, "/bench/zookeeper"),
         }
 
@@ -91,10 +86,48 @@ def main(argv: list[str] | None = None) -> int:
         group = [Contender("floor: SET NX PX + EVALSHA, one node", floor, [])]
         group += [cycle(name) for name in labels]
         measure(group, args.rounds, args.cycles, args.warmup)
-        print(f"samples: {args.rounds * args.cycles} cycles per implementation, median shown")
-        print("\n".join(table_rows(group)))
+        return table_rows(group)
+    finally:
         kazoo.stop()
         kazoo.close()
+
+
+def _address(url_or_host: str) -> tuple[str, int]:
+    host, _, port = url_or_host.rpartition("//")[2].partition(":")
+    return host, int(port.rstrip("/"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=10, help="turns each contender takes")
+    parser.add_argument("--cycles", type=int, default=50, help="cycles per turn")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed cycles first")
+    parser.add_argument(
+        "--mode", choices=("loopback", "delayed", "both"), default="both", help="what to measure"
+    )
+    parser.add_argument("--delay-ms", type=float, default=0.5, help="delayed mode: ms each way")
+    args = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="lockguide-bench-") as base,
+        five_masters() as masters,
+        EtcdCluster(Path(base) / "etcd") as etcd,
+        ZooKeeperEnsemble(Path(base) / "zookeeper") as zookeeper,
+    ):
+        print(f"samples: {args.rounds * args.cycles} cycles per implementation, median shown")
+        if args.mode in ("loopback", "both"):
+            print("\nmode: loopback\n")
+            print("\n".join(measure_mode(masters, etcd.endpoints, zookeeper.hosts, args)))
+        if args.mode in ("delayed", "both"):
+            members = [_address(e) for e in etcd.endpoints]
+            servers = [_address(h) for h in zookeeper.hosts.split(",")]
+            with (
+                behind_links(masters, args.delay_ms) as slow_masters,
+                links(members + servers, args.delay_ms) as addresses,
+            ):
+                endpoints = [f"http://{h}:{p}" for h, p in addresses[: len(members)]]
+                hosts = ",".join(f"{h}:{p}" for h, p in addresses[len(members) :])
+                print(f"\nmode: delayed link: +{args.delay_ms:g} ms each way to every server\n")
+                print("\n".join(measure_mode(slow_masters, endpoints, hosts, args)))
     return 0
 
 

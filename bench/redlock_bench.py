@@ -68,25 +68,38 @@ def _serve_links(targets: list[tuple[str, int]], delay_s: float, pipe: Connectio
 
 
 @contextlib.contextmanager
+def links(targets: list[tuple[str, int]], delay_ms: float) -> Iterator[list[tuple[str, int]]]:
+    """Addresses that reach each ``(host, port)`` through a link adding ``delay_ms`` each way.
+
+    The links run in a process of their own, so their threads do not share the
+    benchmark's interpreter.
+    """
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    process = multiprocessing.get_context("spawn").Process(
+        target=_serve_links, args=(targets, delay_ms / 1000.0, theirs), daemon=True
+    )
+    process.start()
+    try:
+        yield [(str(host), int(port)) for host, port in ours.recv()]
+    finally:
+        ours.send("stop")
+        process.join(5)
+
+
+@contextlib.contextmanager
 def behind_links(masters: list[redis.Redis], delay_ms: float) -> Iterator[list[redis.Redis]]:
     """Clients that reach each server through a link adding ``delay_ms`` each way."""
     targets = []
     for master in masters:
         kwargs = master.connection_pool.connection_kwargs
         targets.append((str(kwargs["host"]), int(kwargs["port"])))
-    ours, theirs = multiprocessing.get_context("spawn").Pipe()
-    process = multiprocessing.get_context("spawn").Process(
-        target=_serve_links, args=(targets, delay_ms / 1000.0, theirs), daemon=True
-    )
-    process.start()
-    clients = [redis.Redis(host=host, port=port) for host, port in ours.recv()]
-    try:
-        yield clients
-    finally:
-        for client in clients:
-            client.close()
-        ours.send("stop")
-        process.join(5)
+    with links(targets, delay_ms) as addresses:
+        clients = [redis.Redis(host=host, port=port) for host, port in addresses]
+        try:
+            yield clients
+        finally:
+            for client in clients:
+                client.close()
 
 
 def contenders(masters: list[redis.Redis]) -> list[Contender]:
