@@ -40,6 +40,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from lockguide.errors import AlreadyAcquired, BadArgument, BadArgumentType, NotOwned, WrongOwner
+from lockguide.tokens import new_lock_value as new_lock_value  # what lock.py uses
 
 #: The longest lease a lock accepts: one week. A crashed holder keeps everybody
 #: out for a whole TTL; work that runs longer renews a shorter lease (Watchdog).

@@ -47,9 +47,9 @@ from lockguide._base import (
     check_client,
     check_ms,
     check_ttl_ms,
+    new_lock_value,
 )
 from lockguide.errors import LockLost, NotAcquired
-from lockguide.tokens import new_lock_value
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
 
