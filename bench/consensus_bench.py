@@ -83,7 +83,7 @@ def measure_mode(
             "etcd": "lockguide EtcdLock, 3-member etcd",
             "zookeeper": "lockguide ZooKeeperLock, 3-server ZooKeeper",
         }
-        group = [Contender("floor: SET NX PX + EVALSHA, one node", floor, [])]
+        group = [Contender("baseline: SET NX PX + EVALSHA, one node", floor, [])]
         group += [cycle(name) for name in labels]
         measure(group, args.rounds, args.cycles, args.warmup)
         return table_rows(group)
