@@ -16,6 +16,9 @@ behind three Sentinels, and a three-master Redis Cluster (see tests/conftest.py)
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +109,7 @@ SETUPS = [
     "db3",
     "from_url",
     "blocking_pool",
+    "own_pool",
     "sentinel",
     "cluster",
 ]
@@ -149,6 +153,9 @@ def setup(request: pytest.FixtureRequest, standalone: list[RedisServer]) -> Setu
         "acl_user": lambda s: s.client(username=ACL_USER, password=ACL_PASSWORD),
         "db3": lambda s: s.client(db=3),
         "from_url": lambda s: redis.Redis.from_url(f"redis://{s.host}:{s.port}/2"),
+        "own_pool": lambda s: redis.Redis(
+            connection_pool=redis.ConnectionPool(host=s.host, port=s.port, max_connections=4)
+        ),
         "blocking_pool": lambda s: redis.Redis(
             connection_pool=redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
                 host=s.host, port=s.port, max_connections=2, timeout=1
@@ -201,6 +208,71 @@ def test_acquire_refuse_extend_release(setup: Setup, kind: str) -> None:
     if isinstance(second, FencedLock):
         assert second.token == first_token + 1
     second.release()
+
+
+@pytest.mark.parametrize("kind", LOCKS)
+def test_eight_threads_sharing_one_client_never_overlap(
+    standalone: list[RedisServer], kind: str
+) -> None:
+    """Eight threads, one client per server, each thread with lock objects of its own."""
+    clients = [server.client() for server in standalone]
+    for client in clients:
+        client.flushall()
+    inside: list[int] = []
+    overlaps: list[int] = []
+    done: list[int] = []
+    mutex = threading.Lock()
+
+    def worker(number: int) -> None:
+        for _ in range(5):
+            lock = _make(kind, clients if kind == "Redlock" else clients[:1])
+            assert lock.acquire(timeout_ms=20_000)
+            with mutex:
+                inside.append(number)
+                if len(inside) > 1:
+                    overlaps.append(number)
+            time.sleep(0.002)
+            with mutex:
+                inside.remove(number)
+            lock.release()
+        done.append(number)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(done) == list(range(8)), "every thread got the lock five times"
+    assert overlaps == [], "no two threads ever held it at once"
+
+
+@pytest.mark.parametrize("kind", LOCKS)
+def test_a_forked_child_locks_with_its_parents_client(
+    standalone: list[RedisServer], kind: str
+) -> None:
+    """After fork the child locks with its parent's client, and the parent still does."""
+    clients = [server.client() for server in standalone]
+    for client in clients:
+        client.flushall()
+    servers = clients if kind == "Redlock" else clients[:1]
+    warm = _make(kind, servers)  # the parent has connections open and kept
+    assert warm.acquire(blocking=False)
+    warm.release()
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it locked and unlocked on its own connections
+        code = 1
+        try:
+            child = _make(kind, servers)
+            if child.acquire(blocking=False):
+                child.release()
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    again = _make(kind, servers)  # and the parent's kept connections still answer right
+    assert again.acquire(blocking=False)
+    again.release()
 
 
 # -- the ACL rule --------------------------------------------------------------------------
