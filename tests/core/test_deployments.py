@@ -42,6 +42,7 @@ from tests.support import enable_tls, make_tls_certificate
 pytestmark = pytest.mark.real_redis
 
 KEY = "lock:matrix"
+SERVER_PASSWORD = "the-servers-password"
 TTL_MS = 10_000
 
 #: Exactly what the locks send, and what their scripts call (see docs/your-redis.md).
@@ -93,6 +94,18 @@ def tls_ports(
     return [enable_tls(server, cert, key) for server in standalone], cert
 
 
+@pytest.fixture
+def server_password(standalone: list[RedisServer]) -> Iterator[str]:
+    """``requirepass`` on the standalone servers, for one test only."""
+    for server in standalone:
+        with server.admin() as admin:
+            admin.config_set("requirepass", SERVER_PASSWORD)
+    yield SERVER_PASSWORD
+    for server in standalone:
+        with server.client(password=SERVER_PASSWORD) as admin:
+            admin.config_set("requirepass", "")
+
+
 def _acl_on(servers: list[RedisServer], rule: str) -> None:
     for server in servers:
         with server.admin() as admin:
@@ -105,6 +118,7 @@ SETUPS = [
     "resp3",
     "unix_socket",
     "acl_user",
+    "password",
     "tls",
     "db3",
     "from_url",
@@ -146,11 +160,14 @@ def setup(request: pytest.FixtureRequest, standalone: list[RedisServer]) -> Setu
         )
     if name == "acl_user":
         _acl_on(standalone, LOCK_ACL)
+    if name == "password":
+        request.getfixturevalue("server_password")
     make: dict[str, Callable[[RedisServer], redis.Redis]] = {
         "decode_responses": lambda s: s.client(decode_responses=True),
         "resp3": lambda s: s.client(protocol=3),
         "unix_socket": lambda s: redis.Redis(unix_socket_path=s.unixsocket, socket_timeout=5),
         "acl_user": lambda s: s.client(username=ACL_USER, password=ACL_PASSWORD),
+        "password": lambda s: s.client(password=SERVER_PASSWORD),
         "db3": lambda s: s.client(db=3),
         "from_url": lambda s: redis.Redis.from_url(f"redis://{s.host}:{s.port}/2"),
         "own_pool": lambda s: redis.Redis(
