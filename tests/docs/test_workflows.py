@@ -93,3 +93,32 @@ def test_the_tested_build_is_made_for_the_pages_url() -> None:
             f"{name}: .ci/run builds with LOCKGUIDE_SITE_URL={site_url!r}, "
             "not the Pages URL from configure-pages"
         )
+
+
+def test_a_release_publishes_only_what_was_tested_built_and_checked() -> None:
+    """release.yml: a v* tag, the test job (.ci/run) first, then build + twine check, then
+    PyPI; the publishing job alone may mint an OIDC token, and it runs nothing itself."""
+    release: dict[Any, Any] = yaml_load(
+        (ROOT / ".github" / "workflows" / "release.yml").read_text("utf-8")
+    )
+    trigger = release.get("on", release.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert trigger == {"push": {"tags": ["v*"]}}
+    jobs = release["jobs"]
+    (testing,) = [
+        n for n, j in jobs.items() if any(".ci/run" in str(s.get("run", "")) for s in j["steps"])
+    ]
+    (building,) = [
+        n
+        for n, j in jobs.items()
+        if any("twine check" in str(s.get("run", "")) for s in j["steps"])
+    ]
+    (publishing,) = [n for n, j in jobs.items() if steps_using(j, "pypa/gh-action-pypi-publish")]
+    build_runs = " ".join(str(s.get("run", "")) for s in jobs[building]["steps"])
+    assert "python -m build --outdir dist .\n" in build_runs, "lockguide is built"
+    assert "python -m build --outdir dist lab" in build_runs, "lockguide-lab is built"
+    assert testing in [jobs[building]["needs"]] or testing in jobs[building]["needs"]
+    assert set(jobs[publishing]["needs"]) == {testing, building}
+    assert not any("run" in step for step in jobs[publishing]["steps"])
+    minting = [n for n, j in jobs.items() if j.get("permissions", {}).get("id-token") == "write"]
+    assert minting == [publishing]
+    assert release["permissions"] == {"contents": "read"}
