@@ -20,10 +20,14 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+FIELDS = re.compile(r'<span class="lg-fields">.*?</span>\s*')
+ITEM_ID = re.compile(r"(?P<id>C-\d+) · (?P<title>.+)")
+
+
 def page_items() -> list[tuple[str, str, str]]:
-    """(group, item title, rest of the item) for each checkbox on the checklist page."""
+    """(group, item title with its ID, rest of the item) for each box on the checklist page."""
     body = CHECKLIST.read_text("utf-8").split('<div class="lg-checklist" markdown>')[1]
-    body = body.split("</div>")[0]
+    body = body.split("**Evidence notes**")[0]
     items = []
     group = ""
     for block in re.split(r"\n(?=\*\*|- \[ \])", body):
@@ -44,17 +48,43 @@ def copy_block_items() -> list[str]:
     return [line[len("- [ ] ") :] for line in block[1].splitlines() if line.startswith("- [ ] ")]
 
 
-def test_checklist_covers_the_review_items_in_groups() -> None:
+def test_checklist_is_a_form_in_the_order_of_the_review() -> None:
     items = page_items()
-    assert len(items) == 12
-    groups = [group for group, _, _ in items]
-    assert groups.count("If Redlock") == 6
-    assert groups.count("If correctness") == 3
+    groups = list(dict.fromkeys(group for group, _, _ in items))
+    assert groups == ["The question", "Every lock", "If correctness", "If Redlock"]
+    # Stable IDs, numbered in page order (other pages cite them: never renumber).
+    ids = [ITEM_ID.match(title) for _, title, _ in items]
+    assert all(ids), [title for _, title, _ in items]
+    assert [m["id"] for m in ids if m] == [f"C-{n}" for n in range(1, len(items) + 1)]
+    # Redlock's rules collapsed to a few items; the common case and fencing in full.
+    assert [group for group, _, _ in items].count("If Redlock") <= 4
+    text = normalise(" ".join(title for _, title, _ in items))
+    for needed in (
+        "failover",
+        "timeout",
+        "NotAcquired",
+        "LockLost",
+        "measured worst case",
+        "Eviction",
+        "grant's atomic step",
+        "write's atomic step",
+        "Every writer",
+        "survives failover",
+        "one write per token",
+        "refused write is safe to drop",
+    ):
+        assert needed.lower() in text.lower(), needed
+    # Every box has its N/A, owner and evidence fields, and the notes they point to exist.
+    for _, title, rest in items:
+        field = FIELDS.search(rest)
+        assert field, f"{title!r} has no N/A, owner and evidence fields"
+        assert all(w in field[0] for w in ("N/A", "owner", "evidence")), title
+    assert "{ #evidence-notes }" in CHECKLIST.read_text("utf-8")
 
 
 def test_every_checklist_item_has_a_reason_and_a_link() -> None:
     for _, title, rest in page_items():
-        reason, _, link = rest.rpartition("[")
+        reason, _, link = FIELDS.sub("", rest).rpartition("[")
         assert len(normalise(reason)) > 20, f"{title!r} has no one-line why"
         assert re.match(r"[^\]]+\]\([^)]+\.md(#[\w-]+)?\)$", link.strip()), f"{title!r}: {link!r}"
 
@@ -62,9 +92,12 @@ def test_every_checklist_item_has_a_reason_and_a_link() -> None:
 def test_the_markdown_to_copy_lists_exactly_the_items_on_the_page() -> None:
     expected = []
     for group, title, _ in page_items():
+        match = ITEM_ID.match(title)
+        assert match, title
+        ident, title = match["id"], match["title"]
         if group.startswith("If "):
             title = f"{group}: {title[0].lower()}{title[1:]}"
-        expected.append(normalise(title))
+        expected.append(normalise(f"{ident} {title}"))
     assert [normalise(item) for item in copy_block_items()] == expected
 
 
