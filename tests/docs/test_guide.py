@@ -21,7 +21,8 @@ def normalise(text: str) -> str:
 
 
 FIELDS = re.compile(r'<span class="lg-fields">.*?</span>\s*')
-ITEM_ID = re.compile(r"(?P<id>C-\d+) · (?P<title>.+)")
+# Each item starts with its ID, which is also its anchor (checklist.md#c-3).
+ITEM_ID = re.compile(r'<span id="(?P<anchor>c-\d+)">(?P<id>C-\d+)</span> · (?P<title>.+)')
 
 
 def page_items() -> list[tuple[str, str, str]]:
@@ -56,6 +57,7 @@ def test_checklist_is_a_form_in_the_order_of_the_review() -> None:
     ids = [ITEM_ID.match(title) for _, title, _ in items]
     assert all(ids), [title for _, title, _ in items]
     assert [m["id"] for m in ids if m] == [f"C-{n}" for n in range(1, len(items) + 1)]
+    assert all(m["anchor"] == m["id"].lower() for m in ids if m)
     # Redlock's rules collapsed to a few items; the common case and fencing in full.
     assert [group for group, _, _ in items].count("If Redlock") <= 4
     text = normalise(" ".join(title for _, title, _ in items))
