@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
 
 WORD = re.compile(r"[A-Za-z0-9][\w'\u2019.-]*")
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -30,16 +30,17 @@ INCLUDE = re.compile(r"^\s*-{1,2}8<-{1,2}.*$", re.MULTILINE)
 FENCE_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
 
 
-class _AnyTagLoader(yaml.SafeLoader):
-    """mkdocs.yml carries ``!ENV`` and ``!!python/name`` tags: read them as plain values."""
+# mkdocs.yml carries ``!ENV`` and ``!!python/name`` tags: a loader that reads them as plain
+# values (built with type() because PyYAML ships no type information).
+_AnyTagLoader: Any = type("_AnyTagLoader", (yaml.SafeLoader,), {})
 
 
-def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+def _any_tag(loader: Any, suffix: str, node: Any) -> Any:
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node)
-    return loader.construct_mapping(node)  # type: ignore[arg-type]
+    return loader.construct_mapping(node)
 
 
 _AnyTagLoader.add_multi_constructor("!", _any_tag)
@@ -65,7 +66,7 @@ def nav_pages(config: Path) -> list[str]:
 
 
 def strip_code(markdown: str) -> str:
-    """``markdown`` without its fenced blocks (a fence closes on the same kind, at least as long)."""
+    """``markdown`` without its fenced blocks (closed by the same fence, at least as long)."""
     kept: list[str] = []
     closing: str | None = None
     for line in markdown.splitlines():
