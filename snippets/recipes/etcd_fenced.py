@@ -8,7 +8,7 @@ ENDPOINTS = ["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:23
 def rotate_signing_key(db: object) -> bool:
     """db: a sqlite3 or psycopg connection to the database that keeps the key."""
     store = SqlFencedStore(db, "signing-key")
-    store.setup()  # once, at deploy time
+    store.setup()  # idempotent: creates the table and this row if missing
     lock = EtcdLock(ENDPOINTS, "lock:signing-key", ttl_ms=10_000, timeout_ms=2_000)
     try:
         with lock:  # granted by a quorum; a keep-alive thread renews the lease

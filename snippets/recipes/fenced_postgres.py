@@ -13,7 +13,7 @@ def publish_prices(catalogue: str) -> bool:
     lock = FencedLock(r, f"lock:prices:{catalogue}", ttl_ms=60_000, timeout_ms=5_000)
     with psycopg.connect(DSN) as db:
         store = SqlFencedStore(db, f"prices:{catalogue}")
-        store.setup()  # once, at deploy time: CREATE TABLE IF NOT EXISTS fenced_resource ...
+        store.setup()  # idempotent: creates the table (fence_token NOT NULL) and this row
         try:
             with lock:  # NotAcquired goes up: the caller retries later
                 store.write(lock.token, compute_prices(catalogue))  # one write per token

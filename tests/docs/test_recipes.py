@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import importlib.util
-import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,7 +26,7 @@ import pytest
 from lockguide import FencedLock, Lock
 from lockguide_lab.testbed.consensus import EtcdCluster
 from tests.docs.test_docs import DOCS, INCLUDE_MARK, ROOT
-from tests.support import LOOPBACK, Backend, start_postgres
+from tests.support import Backend
 
 RECIPES = ROOT / "snippets" / "recipes"
 ALL = sorted(RECIPES.glob("*.py"))
@@ -44,23 +42,6 @@ def load(name: str, backend: Backend | None, monkeypatch: pytest.MonkeyPatch) ->
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    """A real PostgreSQL server for these tests; yields a conninfo string."""
-    executor, base = start_postgres()
-    yield f"host={LOOPBACK} port={executor.port} user=postgres dbname=postgres"
-    executor.stop()
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-def pg(postgres_dsn: str) -> str:
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        for table in ("fenced_resource", "invoices", "accounts"):
-            admin.execute(f"DROP TABLE IF EXISTS {table}")
-    return postgres_dsn
 
 
 # -- the page and the files agree ------------------------------------------------------
