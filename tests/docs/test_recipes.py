@@ -117,6 +117,15 @@ def test_redis_py_lock_renders_answers_busy_and_survives_a_lost_lease(
     assert time.monotonic() - started < 3
 
 
+def test_redis_py_lock_without_timeout_never_expires(backend: Backend) -> None:
+    """What the page warns about: redis-py's Lock has no lease unless given timeout=."""
+    r = backend.client()
+    lock = r.lock("lock:no-timeout")
+    assert lock.acquire(blocking=False)
+    assert r.pttl("lock:no-timeout") == -1  # no expiry: a crashed holder keeps it
+    lock.release()
+
+
 # -- lockguide.Lock ---------------------------------------------------------------------
 
 
