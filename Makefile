@@ -53,7 +53,8 @@ check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q -m "not real_redis and not browser and not postgres and not consensus" \
-	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_calculator.py \
+	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_recipes.py \
+	  tests/docs/test_calculator.py \
 	  $(PYTEST_ARGS)
 
 # Re-pin requirements/dev.txt from requirements/dev.in (run after changing dev.in).

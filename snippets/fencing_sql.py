@@ -1,7 +1,6 @@
 # The lock lives in Redis, the data in SQL: the token links them.
 # The resource's check is a conditional UPDATE: WHERE fence_token < :token.
 import sqlite3
-import time
 
 import redis
 
@@ -11,18 +10,16 @@ r = redis.Redis()
 db = sqlite3.connect(":memory:")  # PostgreSQL works the same (a psycopg connection)
 
 ledger = SqlFencedStore(db, "ledger")
-ledger.setup()  # CREATE TABLE IF NOT EXISTS fenced_resource (..., fence_token BIGINT)
+ledger.setup()  # CREATE TABLE IF NOT EXISTS fenced_resource (..., fence_token BIGINT NOT NULL)
 
-a = FencedLock(r, "lock:ledger", ttl_ms=100)
-a.acquire(blocking=False)
-time.sleep(0.15)  # A pauses past its lease
-b = FencedLock(r, "lock:ledger", ttl_ms=10_000)
-b.acquire(blocking=False)
+with FencedLock(r, "lock:ledger", ttl_ms=10_000) as a:
+    a_token = a.token  # A's write is sent, and held up on the way
+with FencedLock(r, "lock:ledger", ttl_ms=10_000) as b:
+    print(ledger.write(b.token, "balance 250"))
+    #> WriteResult(accepted=True, token=2, highest=2)
 
-print(ledger.write(b.token, "balance 250"))
-#> WriteResult(accepted=True, token=2, highest=2)
 try:
-    ledger.write(a.token, "balance 100")
+    ledger.write(a_token, "balance 100")  # A's write arrives late
 except StaleToken as refused:
     print(f"A's write refused: token {refused.token} < {refused.highest}")
     #> A's write refused: token 1 < 2

@@ -8,7 +8,7 @@ from lockguide import Lock, Watchdog
 r = redis.Redis()
 lock = Lock(r, "lock:report", ttl_ms=300)
 
-with Watchdog(lock, every_ms=100, max_renewals=50) as dog:
+with Watchdog(lock, every_ms=100) as dog:
     for part in range(3):
         time.sleep(0.3)  # each part of the work takes a whole TTL
         dog.check()  # raises RenewalFailed if the lease was lost

@@ -1,0 +1,23 @@
+# Re-encode a video in parts: a 30 s lease, renewed for as long as the job runs.
+import redis
+
+from lockguide import Lock, NotAcquired, RenewalFailed, Watchdog
+
+r = redis.Redis()
+
+
+def encode_video(video_id: str, parts: list[str]) -> str:
+    lock = Lock(r, f"lock:encode:{video_id}", ttl_ms=30_000, timeout_ms=1_000)
+    try:
+        with Watchdog(lock) as dog:  # acquires; renews every 10 s until the block ends
+            for part in parts:
+                encode(part)
+                dog.check()  # RenewalFailed as soon as a renewal found the lease gone
+    except NotAcquired:
+        return "busy"
+    except RenewalFailed:
+        return "lost the lock"  # stop: someone else may be encoding now
+    return "done"
+
+
+def encode(part: str) -> None: ...

@@ -1,0 +1,355 @@
+"""The recipes page's templates (``snippets/recipes/``), run as a reader would call them.
+
+A recipe is a module with no prints and no sleeps, so nothing is compared with
+``#>`` lines: each test loads the file (with ``redis.Redis`` reaching the test's
+backend, fakeredis or the session's real server), replaces the function that
+stands for the real work, and checks what the template does when the lock is
+free, when it is taken, and when the lease is lost. The PostgreSQL and etcd ones
+run on the session's real servers (markers ``postgres``, ``consensus``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import importlib.util
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+
+from lockguide import FencedLock, Lock
+from lockguide_lab.testbed.consensus import EtcdCluster
+from tests.docs.test_docs import DOCS, INCLUDE_MARK, ROOT
+from tests.support import Backend
+
+RECIPES = ROOT / "snippets" / "recipes"
+ALL = sorted(RECIPES.glob("*.py"))
+
+
+def load(name: str, backend: Backend | None, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Import snippets/recipes/NAME.py afresh, its ``redis.Redis()`` on the backend."""
+    if backend is not None:
+        backend.patch_redis_module(monkeypatch)
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", RECIPES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the page and the files agree ------------------------------------------------------
+
+
+def test_every_recipe_is_on_the_page_short_and_without_prints_or_sleeps() -> None:
+    page = (DOCS / "recipes.md").read_text("utf-8")
+    assert len(ALL) >= 9
+    for path in ALL:
+        assert f'{INCLUDE_MARK} "snippets/recipes/{path.name}"' in page, path.name
+        source = path.read_text("utf-8")
+        lines = source.splitlines()
+        assert len(lines) <= 30, f"{path.name} is longer than a template"
+        assert sum(1 for line in lines if line.strip()) <= 25, path.name
+        assert "print(" not in source, path.name
+        assert "sleep" not in source, path.name
+
+
+# -- plain redis-py ---------------------------------------------------------------------
+
+
+def test_cron_runs_once_skips_when_held_and_reports_a_lost_lease(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cron = load("cron_redis_py", backend, monkeypatch)
+    r = backend.client()
+    runs: list[int] = []
+    monkeypatch.setattr(cron, "build_report", lambda: runs.append(1))
+    assert cron.main() == 0
+    assert runs == [1]
+    assert not r.exists(cron.KEY)
+
+    r.set(cron.KEY, "another run", px=60_000)
+    assert cron.main() == 0
+    assert runs == [1]
+    assert r.get(cron.KEY) == b"another run"  # and left alone
+    r.delete(cron.KEY)
+
+    def lease_lost() -> None:
+        r.set(cron.KEY, "the next run", px=60_000)  # our key expired; another run took it
+
+    monkeypatch.setattr(cron, "build_report", lease_lost)
+    assert cron.main() == 3
+    assert r.get(cron.KEY) == b"the next run"
+
+
+# -- redis-py's own Lock ----------------------------------------------------------------
+
+
+def test_redis_py_lock_renders_answers_busy_and_survives_a_lost_lease(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler = load("redis_py_lock", backend, monkeypatch)
+    r = backend.client()
+    rendered: list[int] = []
+    monkeypatch.setattr(handler, "render_pdf", rendered.append)
+    assert handler.invoice_pdf(7) == 200
+    assert rendered == [7]
+    assert not r.exists("lock:invoice-pdf:7")
+
+    monkeypatch.setattr(handler, "render_pdf", lambda i: r.delete(f"lock:invoice-pdf:{i}"))
+    assert handler.invoice_pdf(7) == 200
+    assert "lease lost" in caplog.text
+
+    r.set("lock:invoice-pdf:8", "someone else", px=60_000)
+    started = time.monotonic()
+    original = handler.r.lock
+    # the template's blocking_timeout=5 is kept; the test waits less by shortening it
+    monkeypatch.setattr(
+        handler.r, "lock", lambda name, **kw: original(name, **{**kw, "blocking_timeout": 0.3})
+    )
+    assert handler.invoice_pdf(8) == 503
+    assert time.monotonic() - started < 3
+
+
+def test_redis_py_lock_without_timeout_never_expires(backend: Backend) -> None:
+    """What the page warns about: redis-py's Lock has no lease unless given timeout=."""
+    r = backend.client()
+    lock = r.lock("lock:no-timeout")
+    assert lock.acquire(blocking=False)
+    assert r.pttl("lock:no-timeout") == -1  # no expiry: a crashed holder keeps it
+    lock.release()
+
+
+# -- lockguide.Lock ---------------------------------------------------------------------
+
+
+def test_worker_answers_409_when_held_and_200_with_a_warning_when_the_lease_is_lost(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = load("worker_lock", backend, monkeypatch)
+    r = backend.client()
+    left: list[float] = []
+    monkeypatch.setattr(
+        worker, "rebuild_index", lambda t, time_left_ms: left.append(time_left_ms())
+    )
+    assert worker.reindex("acme") == 200
+    assert 100_000 < left[0] <= 120_000  # it was handed the lease's real clock
+
+    holder = Lock(r, "lock:reindex:acme", ttl_ms=60_000)
+    with holder:
+        assert worker.reindex("acme") == 409
+
+    monkeypatch.setattr(worker, "rebuild_index", lambda t, **_: r.delete(f"lock:reindex:{t}"))
+    assert worker.reindex("acme") == 200
+    assert "outlived its lease" in caplog.text
+
+
+# -- the watchdog -------------------------------------------------------------------------
+
+
+def test_watchdog_job_outlasts_its_ttl_and_stops_when_the_lease_is_lost(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = load("watchdog_job", backend, monkeypatch)
+    r = backend.client()
+    real_lock = job.Lock
+
+    def short_lock(client: Any, key: str, **kw: Any) -> Lock:
+        lock: Lock = real_lock(client, key, **{**kw, "ttl_ms": 300})  # 300 ms, not 30 s
+        return lock
+
+    monkeypatch.setattr(job, "Lock", short_lock)
+    done: list[str] = []
+
+    def encode(part: str) -> None:
+        time.sleep(0.2)  # the work: four parts take almost three TTLs
+        done.append(part)
+
+    monkeypatch.setattr(job, "encode", encode)
+    assert job.encode_video("v1", ["a", "b", "c", "d"]) == "done"
+    assert done == ["a", "b", "c", "d"]
+
+    with Lock(r, "lock:encode:v1", ttl_ms=10_000):
+        assert job.encode_video("v1", ["a"]) == "busy"
+
+    def lose(part: str) -> None:
+        r.set("lock:encode:v1", "B", px=10_000)  # a failover, then B acquires
+        time.sleep(0.3)  # long enough for a renewal to find B's key
+
+    monkeypatch.setattr(job, "encode", lose)
+    assert job.encode_video("v1", ["a", "b"]) == "lost the lock"
+    assert r.get("lock:encode:v1") == b"B"
+
+
+# -- asyncio ------------------------------------------------------------------------------
+
+
+def test_aio_worker_syncs_is_busy_when_held_and_releases_when_timed_out(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = load("aio_worker", backend, monkeypatch)
+    r = backend.client()
+
+    async def fetch(customer_id: int) -> None:
+        await asyncio.sleep(0)
+
+    async def scenario() -> list[str]:
+        monkeypatch.setattr(worker, "fetch_and_store", fetch)
+        results = [await worker.sync_mailbox(1)]
+        r.set("lock:mailbox:2", "another worker", px=60_000)
+        results.append(await worker.sync_mailbox(2))
+
+        async def stuck(customer_id: int) -> None:
+            await asyncio.sleep(3600)
+
+        monkeypatch.setattr(worker, "fetch_and_store", stuck)
+        real_timeout = asyncio.timeout
+        monkeypatch.setattr(worker.asyncio, "timeout", lambda s: real_timeout(0.2))
+        results.append(await worker.sync_mailbox(3))
+        monkeypatch.setattr(worker.asyncio, "timeout", real_timeout)
+
+        async def lose(customer_id: int) -> None:
+            r.delete(f"lock:mailbox:{customer_id}")
+
+        monkeypatch.setattr(worker, "fetch_and_store", lose)
+        results.append(await worker.sync_mailbox(4))
+        return results
+
+    assert asyncio.run(scenario()) == ["synced", "busy", "too slow", "lease lost"]
+    assert not r.exists("lock:mailbox:3")  # the cancelled holder released on the way out
+    assert r.get("lock:mailbox:2") == b"another worker"
+
+
+# -- the idempotency key ------------------------------------------------------------------
+
+
+def test_idempotency_key_credits_once_per_order(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    points = load("idempotency_key", backend, monkeypatch)
+    r = backend.client()
+    outcomes = [points.on_order_paid("o-1", "c-9", 120) for _ in range(3)]
+    assert outcomes == [True, False, False]
+    assert points.on_order_paid("o-2", "c-9", 30)
+    assert r.get("points:{c-9}") == b"150"
+    assert 0 < r.ttl("points:{c-9}:order:o-1") <= 90 * 86_400
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_fenced_postgres_writes_once_and_drops_a_stale_result(
+    backend: Backend, pg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = load("fenced_postgres", backend, monkeypatch)
+    monkeypatch.setattr(prices, "DSN", pg)
+    r = backend.client()
+    monkeypatch.setattr(prices, "compute_prices", lambda c: "v1")
+    assert prices.publish_prices("eu")
+
+    def newer_holder_wrote_first(catalogue: str) -> str:
+        # our lease ran out while computing; a newer holder took the lock and wrote
+        r.delete("lock:prices:eu")
+        newer = FencedLock(r, "lock:prices:eu", ttl_ms=10_000)
+        newer.acquire(blocking=False)
+        with psycopg.connect(pg) as db:
+            prices.SqlFencedStore(db, "prices:eu").write(newer.token, "from the newer holder")
+        return "stale"
+
+    monkeypatch.setattr(prices, "compute_prices", newer_holder_wrote_first)
+    assert not prices.publish_prices("eu")
+    with psycopg.connect(pg) as db:
+        assert prices.SqlFencedStore(db, "prices:eu").read().value == "from the newer holder"
+
+
+@pytest.mark.postgres
+def test_unique_constraint_issues_one_invoice_among_racing_workers(
+    pg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    invoices = load("unique_constraint", None, monkeypatch)
+    monkeypatch.setattr(invoices, "DSN", pg)
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute(invoices.SCHEMA)
+    month = datetime.date(2026, 11, 1)
+    results: list[bool] = []
+    workers = [
+        threading.Thread(target=lambda: results.append(invoices.issue_invoice(42, month, 990)))
+        for _ in range(6)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(results) == [False] * 5 + [True]
+    with psycopg.connect(pg) as db:
+        assert db.execute("SELECT count(*) FROM invoices").fetchone() == (1,)
+
+
+@pytest.mark.postgres
+def test_advisory_lock_serialises_concurrent_credits(
+    pg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    accounts = load("advisory_lock", None, monkeypatch)
+    monkeypatch.setattr(accounts, "DSN", pg)
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute("CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)")
+        db.execute("INSERT INTO accounts VALUES (7, 0)")
+    workers = [threading.Thread(target=accounts.credit, args=(7, 5)) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    with psycopg.connect(pg) as db:
+        assert db.execute("SELECT balance FROM accounts WHERE id = 7").fetchone() == (40,)
+
+
+# -- etcd ------------------------------------------------------------------------------------
+
+
+@pytest.mark.consensus
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_etcd_rotation_writes_with_the_revision_and_drops_a_stale_one(
+    etcd_cluster: EtcdCluster,
+    database: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    rotation = load("etcd_fenced", None, monkeypatch)
+    monkeypatch.setattr(rotation, "ENDPOINTS", etcd_cluster.endpoints)
+    key = f"lock:signing-key:{time.monotonic_ns()}"
+    real_lock = rotation.EtcdLock
+    monkeypatch.setattr(rotation, "EtcdLock", lambda e, _k, **kw: real_lock(e, key, **kw))
+    if database == "sqlite":
+        db: Any = sqlite3.connect(tmp_path / "keys.sqlite3")
+    else:
+        db = psycopg.connect(request.getfixturevalue("pg"))
+    try:
+        monkeypatch.setattr(rotation, "new_key", lambda: "key-1")
+        assert rotation.rotate_signing_key(db)
+        first = rotation.SqlFencedStore(db, "signing-key").read()
+        assert first.value == "key-1"
+        assert first.token > 0
+
+        def newer_rotation_first() -> str:
+            # while we waited, a holder with a later revision stored its key
+            rotation.SqlFencedStore(db, "signing-key").write(first.token + 10_000, "key-3")
+            return "key-2"
+
+        monkeypatch.setattr(rotation, "new_key", newer_rotation_first)
+        assert not rotation.rotate_signing_key(db)
+        assert rotation.SqlFencedStore(db, "signing-key").read().value == "key-3"
+
+        with real_lock(etcd_cluster.endpoints, key, ttl_ms=2_000):
+            assert not rotation.rotate_signing_key(db)  # busy: NotAcquired after 2 s
+    finally:
+        db.close()
