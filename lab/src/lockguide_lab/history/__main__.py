@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     checking = commands.add_parser("check", help="check one history against a model")
     checking.add_argument("--model", choices=sorted(MODELS), required=True)
+    checking.add_argument(
+        "--key", help="check only the lines with this key (a lab run's 'lock' or 'resource')"
+    )
     checking.add_argument("file", help="the history, one JSON object per line ('-': stdin)")
     args = parser.parse_args(argv)
     try:
@@ -34,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.file}: {error.strerror}", file=sys.stderr)
         return 2
     try:
-        verdict = check(MODELS[args.model](), parse(text))
+        ops = parse(text)
+        if args.key is not None:
+            ops = [op for op in ops if op.key == args.key]
+        verdict = check(MODELS[args.model](), ops)
     except HistoryError as error:
         print(f"{args.file}: malformed history: {error}", file=sys.stderr)
         return 2
