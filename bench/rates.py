@@ -56,7 +56,9 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     scale = 1 + z * z / n
-    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+    low = 0.0 if hits == 0 else max(0.0, (centre - spread) / scale)
+    high = 1.0 if hits == n else min(1.0, (centre + spread) / scale)
+    return low, high
 
 
 @dataclass(frozen=True)

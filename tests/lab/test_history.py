@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import subprocess
 import sys
 from collections.abc import Hashable, Sequence
@@ -499,3 +500,48 @@ def test_histories_parse_into_operations_with_their_lines() -> None:
     ]
     with pytest.raises(HistoryError, match="line 2: completion of 'read' but process 0"):
         parse(h((0, "invoke", "write", 1), (0, "ok", "read", 1)))
+
+
+def concurrent_register_history(ops: int, processes: int, seed: int) -> list[dict[str, Any]]:
+    """A linearizable history by construction: each operation takes effect at a random
+    instant inside its own span, on a register the generator keeps."""
+    rng = random.Random(seed)
+    free_at = [0.0] * processes
+    spans = []
+    for _ in range(ops):
+        p = rng.randrange(processes)
+        start = free_at[p] + rng.uniform(0, 2)
+        end = start + rng.uniform(0.1, 5)
+        free_at[p] = end
+        spans.append((rng.uniform(start, end), p, rng.choice(["read", "write", "cas"]), start, end))
+    state = None
+    timed = []
+    for _, p, f, start, end in sorted(spans):
+        ending = "ok"
+        if f == "read":
+            value, result = None, state
+        elif f == "write":
+            value = result = rng.randrange(4)
+            state = value
+        else:
+            value = result = [rng.randrange(4), rng.randrange(4)]
+            if state == value[0]:
+                state = value[1]
+            else:
+                ending = "fail"
+        timed.append((start, 0, {"process": p, "type": "invoke", "f": f, "value": value}))
+        timed.append((end, 1, {"process": p, "type": ending, "f": f, "value": result}))
+    return [line for _, _, line in sorted(timed, key=lambda x: (x[0], x[1]))]
+
+
+def test_a_long_concurrent_history_is_judged_and_one_wrong_read_is_found() -> None:
+    lines = concurrent_register_history(400, 6, seed=7)
+    assert check(Register(), parse("".join(json.dumps(line) + "\n" for line in lines))).ok
+    middle = next(i for i in range(len(lines) // 2, len(lines))
+                  if lines[i]["type"] == "ok" and lines[i]["f"] == "read")  # fmt: skip
+    lines[middle] = {**lines[middle], "value": 99}  # a value nobody wrote
+    result = check(Register(), parse("".join(json.dumps(line) + "\n" for line in lines)))
+    assert not result.ok
+    assert result.prefix == middle + 1
+    assert result.unplaced is not None
+    assert result.unplaced.value == 99
