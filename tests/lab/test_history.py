@@ -545,3 +545,24 @@ def test_a_long_concurrent_history_is_judged_and_one_wrong_read_is_found() -> No
     assert result.prefix == middle + 1
     assert result.unplaced is not None
     assert result.unplaced.value == 99
+
+
+def test_the_recorder_api_records_what_another_harness_does() -> None:
+    # As a harness without lab Actors (the consensus scenarios) would record its run.
+    from lockguide_lab.history import LEASE_KEY, RESOURCE_KEY, Recorder, judge
+
+    now = [0.0]
+    history = Recorder(clock=lambda: now[0])
+    history.grant("A", 0, 100)
+    now[0] = 10
+    history.grant("B", 50, 150)  # granted while A's window is still open
+    write = history.invoke("A", "write", {"token": 1, "data": "a"}, key=RESOURCE_KEY)
+    write.ok({"token": 1, "data": "a"})
+    crashed = history.invoke("B", "write", {"token": 2, "data": "b"}, key=RESOURCE_KEY)
+    assert not crashed.done  # never completed: it may or may not have happened
+    judgement = judge(history.text())
+    assert judgement.pair(judgement.lease) == ("A", "B")
+    assert judgement.fenced.ok
+    assert {op.key for op in judgement.operations} == {LEASE_KEY, RESOURCE_KEY}
+    with pytest.raises(RuntimeError, match="already complete"):
+        write.fail()

@@ -15,14 +15,18 @@ history exits 2, naming its line.
 
 from lockguide_lab.history.check import Verdict, check, linearizable
 from lockguide_lab.history.history import Event, HistoryError, Op, Status, operations, parse
+from lockguide_lab.history.judge import Judgement, judge
 from lockguide_lab.history.models import MODELS, FencedResource, LeaseService, Model, Register
-from lockguide_lab.history.record import Pending, Recorder
+from lockguide_lab.history.record import LEASE_KEY, RESOURCE_KEY, Pending, Recorder
 
 __all__ = [
+    "LEASE_KEY",
     "MODELS",
+    "RESOURCE_KEY",
     "Event",
     "FencedResource",
     "HistoryError",
+    "Judgement",
     "LeaseService",
     "Model",
     "Op",
@@ -32,6 +36,7 @@ __all__ = [
     "Status",
     "Verdict",
     "check",
+    "judge",
     "linearizable",
     "operations",
     "parse",
