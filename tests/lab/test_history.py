@@ -514,19 +514,22 @@ def concurrent_register_history(ops: int, processes: int, seed: int) -> list[dic
         end = start + rng.uniform(0.1, 5)
         free_at[p] = end
         spans.append((rng.uniform(start, end), p, rng.choice(["read", "write", "cas"]), start, end))
-    state = None
-    timed = []
+    state: int | None = None
+    timed: list[tuple[float, int, dict[str, Any]]] = []
     for _, p, f, start, end in sorted(spans):
         ending = "ok"
+        value: Any
+        result: Any
         if f == "read":
             value, result = None, state
         elif f == "write":
             value = result = rng.randrange(4)
             state = value
         else:
-            value = result = [rng.randrange(4), rng.randrange(4)]
-            if state == value[0]:
-                state = value[1]
+            frm, to = rng.randrange(4), rng.randrange(4)
+            value = result = [frm, to]
+            if state == frm:
+                state = to
             else:
                 ending = "fail"
         timed.append((start, 0, {"process": p, "type": "invoke", "f": f, "value": value}))
