@@ -96,11 +96,20 @@ class Result:
 class Soak:
     """Runs schedules against one server (a client of it), on a virtual clock of its own."""
 
-    def __init__(self, backend: str, client: redis.Redis, clock: VirtualClock, *, fenced: bool):
+    def __init__(
+        self,
+        backend: str,
+        client: redis.Redis,
+        clock: VirtualClock,
+        *,
+        fenced: bool,
+        steps: int = STEPS,
+    ) -> None:
         self.backend = backend
         self.client = client
         self.clock = clock
         self.fenced = fenced
+        self.steps = steps
         self._runs = 0
 
     def _expire_lock(self, key: str) -> None:
@@ -130,7 +139,7 @@ class Soak:
         epoch_of = [0, 0, 0]
         epochs = 0
         writes = 0
-        for action, pick in schedule(seed):
+        for action, pick in schedule(seed, self.steps):
             self.clock.tick(1.0)
             believers = [c for c in range(len(NAMES)) if locks[c].held]
             if action == "acquire":
@@ -236,22 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=STEPS, help="steps per schedule")
     parser.add_argument(
         "--backend", action="append", choices=["fakeredis", "redis-server"], default=None
     )
     parser.add_argument("--lock", action="append", choices=["fenced", "plain"], default=None)
     parser.add_argument("--keep", type=Path, help="save each violating history in this folder")
     args = parser.parse_args(argv)
-    if args.schedules < 1:
-        parser.error("--schedules must be at least 1")
+    if args.schedules < 1 or args.steps < 1:
+        parser.error("--schedules and --steps must be at least 1")
     seeds = range(args.first_seed, args.first_seed + args.schedules)
     failed = False
     for name in args.backend or ["fakeredis"]:
         with backend(name) as (client, clock):
             for lock in args.lock or ["fenced", "plain"]:
-                result = Soak(name, client, clock, fenced=lock == "fenced").soak(
-                    seeds, keep=args.keep
-                )
+                soak = Soak(name, client, clock, fenced=lock == "fenced", steps=args.steps)
+                result = soak.soak(seeds, keep=args.keep)
                 print(result.report(), flush=True)
                 # The fenced lock must never fail; the plain one must (or the soak is blind).
                 failed |= bool(result.violated) if lock == "fenced" else not result.violated
