@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from lockguide_lab.history.judge import Judgement, judge
@@ -24,12 +25,12 @@ def slug(scenario: type[Scenario]) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", scenario.__name__).lower()
 
 
-def record(folder: Path) -> list[Path]:
-    """Run every scenario both ways on a fresh FakeTestbed; write the histories."""
+def record(folder: Path, scenarios: Sequence[type[Scenario]] = SCENARIOS) -> list[Path]:
+    """Run each scenario both ways on a fresh FakeTestbed; write the histories."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     with FakeTestbed() as testbed:
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             for timeline in scenario().both(testbed):
                 path = folder / f"{slug(scenario)}-{timeline.way}.jsonl"
                 path.write_text(timeline.history, encoding="utf-8")
