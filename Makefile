@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # axe-core for the browser suite's accessibility checks, pinned in tests/browser/package-lock.json.
 AXE    := tests/browser/node_modules/axe-core/package.json
 
-.PHONY: serve test check build venv lock clean
+.PHONY: serve test check build venv lock clean soak
 
 export NO_MKDOCS_2_WARNING := 1
 
@@ -56,6 +56,14 @@ check: $(STAMP)
 	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_recipes.py \
 	  tests/docs/test_calculator.py \
 	  $(PYTEST_ARGS)
+
+# The soak: 10,000 random schedules per backend (fakeredis, then redis-server), each
+# recorded as a history and checked by lockguide_lab.history; the fenced lock must never
+# fail a model and the plain lock must (counts and the seed of each violation printed).
+# The default suite runs a small sample (tests/lab/test_history_soak.py).
+soak: $(STAMP)
+	$(BIN)/python -m lockguide_lab.history.soak --schedules 10000 \
+	  --backend fakeredis --backend redis-server $(SOAK_ARGS)
 
 # Re-pin requirements/dev.txt from requirements/dev.in (run after changing dev.in).
 lock:

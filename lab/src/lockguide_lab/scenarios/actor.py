@@ -18,6 +18,7 @@ from lockguide.fencing import FencedLock
 from lockguide.redlock import Attempt, Redlock
 from lockguide.renewal import Watchdog
 from lockguide.validity import quorum
+from lockguide_lab.history.record import LEASE_KEY, RESOURCE_KEY
 from lockguide_lab.scenarios.locks import (
     Hooks,
     LockLike,
@@ -56,6 +57,7 @@ class Actor:
         self._value: str | None = None
         self._token: int | None = None
         self._writes = 0
+        self._epoch = 0
         self.watchdog: Watchdog | None = None
 
     @property
@@ -97,12 +99,23 @@ class Actor:
         self.run.begin()
         started = self.run.now()
         self.hooks.try_started = None
-        if timeout_ms is None:
-            got = self.lock.acquire(blocking=False)
-        else:
-            got = self.lock.acquire(blocking=True, timeout_ms=timeout_ms)
+        ttl = self.lock.ttl_ms
+        op = self.run.history.invoke(self.name, "acquire", _window(started, ttl), key=LEASE_KEY)
+        try:
+            if timeout_ms is None:
+                got = self.lock.acquire(blocking=False)
+            else:
+                got = self.lock.acquire(blocking=True, timeout_ms=timeout_ms)
+        except BaseException:
+            op.info(_window(started, ttl))
+            raise
         if self.hooks.try_started is not None:
             started = self.hooks.try_started
+        if got:
+            self._epoch = self.run.next_epoch()
+            op.ok(_window(started, ttl))
+        else:
+            op.fail(_window(started, ttl))
         if not got:
             if isinstance(self.lock, RecordedRedlock) and timeout_ms is None:
                 return False  # its one try is recorded already, with its votes
@@ -138,7 +151,17 @@ class Actor:
         number = self._writes + 1
         value = f"{self.name}'s write" + (f" #{number}" if number > 1 else "")
         self.run.settle()
-        accepted, detail = resource.write(self, value)
+        # The fenced-resource model judges every write by a token: the lock's fencing
+        # token where it issues one, else the order in which the lock granted its lease.
+        token = self.token if self.token is not None else self._epoch
+        carried = {"token": token, "data": value}
+        op = self.run.history.invoke(self.name, "write", carried, key=RESOURCE_KEY)
+        try:
+            accepted, detail = resource.write(self, value)
+        except BaseException:
+            op.info(carried)
+            raise
+        (op.ok if accepted else op.fail)(carried)
         self._writes = number
         kind = Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED
         self.run.record(self.name, kind, detail, value=value)
@@ -163,6 +186,10 @@ class Actor:
         key = self.lock.key
         before = [_get(client, key) for client in self.servers]
         mine = self._value.encode("utf-8") if self._value else None
+        # The holder gives the lease up when it calls release: its window ends there
+        # (a Redlock's next holder may start its winning try before this call returns).
+        given_up = {"at": round(self.run.now(), 3)}
+        op = self.run.history.invoke(self.name, "release", given_up, key=LEASE_KEY)
         try:
             if self.watchdog is not None:
                 self.watchdog.release()
@@ -171,11 +198,17 @@ class Actor:
         except (LockError, RedisError) as error:
             # Refused, or not confirmed by enough masters (the lock object keeps
             # its value to retry): either way this client's work under it is over.
+            # What it deleted, if anything, is unknown to the history.
+            op.info(given_up)
             self._value = None
             self.run.record(self.name, Kind.RELEASE_REFUSED, _why(error))
             return
+        except BaseException:
+            op.info(given_up)
+            raise
         finally:
             self.watchdog = None
+        op.ok(given_up)
         # Only other holders' values count: with clients acting at once, a value
         # may come and go between the two reads through its own client's doing.
         others = {v for v in before if v is not None and v != mine and self.run.holds(v)}
@@ -214,6 +247,11 @@ class Actor:
         self.run.record(self.name, Kind.NOT_ACQUIRED, why, in_passing=True)
 
     def _extended(self, started: float, ok: bool) -> None:
+        # Noted once the renewal has returned: its invoke is written then too, with
+        # the window it asked for from the moment it was sent.
+        window = _window(started, self.lock.ttl_ms)
+        op = self.run.history.invoke(self.name, "renew", window, key=LEASE_KEY)
+        (op.ok if ok else op.fail)(window)
         if ok:
             self.lease_end_ms = started + self.lock.ttl_ms
             detail = f"lease reset to {self.lock.ttl_ms} ms"
@@ -231,6 +269,11 @@ class Actor:
     def value(self) -> str | None:
         """The lock value of the current acquisition, while this client believes it holds it."""
         return self._value
+
+
+def _window(start_ms: float, ttl_ms: float) -> dict[str, list[float]]:
+    """A lease's validity window as the history records it: from the try, for the TTL."""
+    return {"window": [round(start_ms, 3), round(start_ms + ttl_ms, 3)]}
 
 
 def _get(client: redis.Redis, key: str) -> bytes | None:

@@ -29,6 +29,7 @@ from lockguide.errors import BadArgument, BadArgumentType
 from lockguide.fencing import FencedLock
 from lockguide.lock import Lock
 from lockguide.redlock import Redlock
+from lockguide_lab.history.record import RESOURCE_KEY, Recorder
 from lockguide_lab.scenarios.actor import Actor
 from lockguide_lab.scenarios.locks import (
     Hooks,
@@ -70,6 +71,9 @@ class Run:
         self._actors: list[Actor] = []
         self.mutex = threading.RLock()
         self.approach = ""
+        #: The run's history: every acquire, renewal, release and write, as operations.
+        self.history = Recorder(clock=self.now)
+        self._epochs = 0
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -140,6 +144,12 @@ class Run:
                 return actor.name
         return "another client"
 
+    def next_epoch(self) -> int:
+        """Number the next grant of the lock (1, 2, ...: the order the lock granted them)."""
+        with self.mutex:
+            self._epochs += 1
+            return self._epochs
+
     # -- events --------------------------------------------------------------------------------
 
     def record(
@@ -194,7 +204,9 @@ class Run:
     def finish(self, resource: Resource) -> Timeline:
         """Settle, read the resource, and return the timeline."""
         self.settle()
+        op = self.history.invoke("observer", "read", None, key=RESOURCE_KEY)
         final = resource.read()
+        op.ok(final)
         params = {f.name: float(getattr(self.scenario, f.name)) for f in fields(self.scenario)}
         return Timeline(
             scenario=self.scenario.title,
@@ -204,6 +216,7 @@ class Run:
             events=tuple(sorted(self._events, key=lambda e: e.t_ms)),
             final_value=final,
             parameters=params,
+            history=self.history.text(),
         )
 
 

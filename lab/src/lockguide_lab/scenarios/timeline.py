@@ -151,6 +151,9 @@ class Timeline:
         events: everything that happened, in time order.
         final_value: what the resource held at the end.
         parameters: the scenario's settings (TTL, pause, ...), for the record.
+        history: the run's operations as a history (JSON lines, Jepsen's shape; see
+            :mod:`lockguide_lab.history`): the lock's grants on key ``"lock"``, the
+            resource's writes and final read on key ``"resource"``.
     """
 
     scenario: str
@@ -160,6 +163,7 @@ class Timeline:
     events: tuple[Event, ...]
     final_value: str | None
     parameters: dict[str, float] = field(default_factory=dict)
+    history: str = field(default="", compare=False, repr=False)
 
     @property
     def end_ms(self) -> float:
