@@ -139,6 +139,8 @@ async def _finish(work: Coroutine[Any, Any, T]) -> T:
         except asyncio.CancelledError as error:  # once, twice, or anyio's every iteration
             cancelled = error
     if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # seen: the state it left says what happened
         raise cancelled
     return task.result()
 
