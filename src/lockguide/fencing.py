@@ -24,8 +24,18 @@ from typing import Any, Literal, Protocol
 import redis
 from redis.cluster import RedisCluster
 
-from lockguide._base import LuaScript, check_client, check_key
-from lockguide.errors import BadArgument, BadArgumentType, NotOwned, StaleToken
+from lockguide._core import (
+    DEFAULT_TIMEOUT_MS,
+    BadArgument,
+    BadArgumentType,
+    LuaScript,
+    NotOwned,
+    Owner,
+    StaleToken,
+    check_client_of,
+    check_count,
+    check_key,
+)
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
 
 __all__ = [
@@ -38,21 +48,39 @@ __all__ = [
     "counter_key_for",
 ]
 
-FENCED_ACQUIRE = LuaScript("fenced_acquire.lua")
-FENCED_WRITE = LuaScript("fenced_write.lua")
+FENCED_ACQUIRE = LuaScript("""\
+-- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
+-- KEYS[1] = the lock key
+-- KEYS[2] = the token counter for this resource (never expires)
+-- ARGV[1] = this holder's random value
+-- ARGV[2] = the time to live, in milliseconds
+-- Returns the new token (1, 2, 3, ...) when the lock was taken, 0 when it is held.
+-- Nobody can get a token without the lock, or the lock without a token.
+if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return 0
+end
+return redis.call("INCR", KEYS[2])
+""")
+
+FENCED_WRITE = LuaScript("""\
+-- Fenced write: store a value only if its token is newer than every token accepted so far.
+-- KEYS[1] = the resource, a hash holding "value" and "token" (the highest accepted)
+-- ARGV[1] = the writer's fencing token
+-- ARGV[2] = the value to store
+-- Returns {1, token} when the write was accepted,
+--         {0, highest} when it was refused because a token >= it was already accepted.
+local highest = tonumber(redis.call("HGET", KEYS[1], "token") or "0")
+local token = tonumber(ARGV[1])
+if token <= highest then
+    return {0, highest}
+end
+redis.call("HSET", KEYS[1], "value", ARGV[2], "token", ARGV[1])
+return {1, token}
+""")
 
 #: The largest token a store accepts. Lua compares numbers as doubles, which
 #: are exact integers only up to 2**53; a counter will not get there in practice.
 MAX_TOKEN = 2**53
-
-
-def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
-    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
-    if value < least:
-        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
-    return value
 
 
 def check_token(token: object) -> int:
@@ -83,11 +111,14 @@ def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    A key with a ``{...}`` hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``);
-    any other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``).
+    Redis's rule: a key's slot is the hash of what lies between its first ``{`` and
+    the first ``}`` after it, if that is not empty; else of the whole key. A key with
+    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other,
+    ``"a{}b"`` included, becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``).
     """
     opening = key.find("{")
-    if opening >= 0 and key.find("}", opening + 2) > opening:
+    closing = key.find("}", opening + 1) if opening >= 0 else -1
+    if closing > opening + 1:  # Redis hashes only what is inside the first {...}
         return key + ":fence"
     return "{" + key + "}:fence"
 
@@ -127,26 +158,28 @@ class FencedLock(Lock):
         self,
         client: redis.Redis | RedisCluster,
         key: str,
-        ttl_ms: int,
         *,
+        ttl_ms: int,
         counter_key: str | None = None,
-        timeout_ms: float | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         super().__init__(
             client,
             key,
-            ttl_ms,
+            ttl_ms=ttl_ms,
             timeout_ms=timeout_ms,
             retry_delay_ms=retry_delay_ms,
             request_timeout_ms=request_timeout_ms,
             drift_factor=drift_factor,
             drift_floor_ms=drift_floor_ms,
             clock=clock,
+            owner=owner,
         )
         self._counter_key = check_counter_key(self._key, counter_key)
         self._token: int | None = None
@@ -164,7 +197,7 @@ class FencedLock(Lock):
             NotOwned: this object does not hold the lock (never acquired,
                 released, or found lost by :meth:`extend`).
         """
-        if self._token is None or self._value is None:
+        if self._token is None or not self.held:
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
 
@@ -172,11 +205,15 @@ class FencedLock(Lock):
         state = f"held, token {self._token}" if self.held else "not held"
         return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    def _grant(self, value: str) -> bool:
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
-        token = int(self._request(lambda r: FENCED_ACQUIRE(r, keys, (value, self._ttl_ms))))
-        self._token = token or None
+        return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
+
+    def _granted(self, reply: Any) -> bool:
+        token = int(reply)
+        if token > 0:
+            self._token = token
         return token > 0
 
 
@@ -232,8 +269,9 @@ class FencedStore:
     """
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
-        self._client = check_client(client)
+        self._client = check_client_of(redis.Redis, "redis.Redis", client)
         self._key = check_store_key(key, lock, FencedLock)
+        self._write = self._client.register_script(FENCED_WRITE.source)
 
     @property
     def key(self) -> str:
@@ -243,7 +281,7 @@ class FencedStore:
     def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
         token, value = _check_write(token, value)
-        accepted, highest = FENCED_WRITE(self._client, (self._key,), (token, value))
+        accepted, highest = self._write(keys=[self._key], args=[token, value])
         return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
 
     def write(self, token: int, value: str) -> WriteResult:
