@@ -1,111 +1,80 @@
 """The same locks on ``redis.asyncio``: ``Lock``, ``FencedLock``, ``Redlock``, ``Watchdog``.
 
-``FencedStore`` too, so that an asyncio holder's writes are fenced without a
-blocking call. The argument checks, scripts, lease state, Redlock arithmetic and
-errors are the synchronous code's, imported; this module holds the I/O, and it is
-the one place that knows about cancellation.
+Every decision is :mod:`lockguide._core`'s (and :mod:`lockguide.redlock`'s): the
+same steps the synchronous locks run. This module only performs their effects over
+``redis.asyncio``, and it is the one place that knows about cancellation.
 
-* **Who owns a lock.** ``owner="task"`` (the default): the task that *called*
-  ``acquire()``. The caller is read when the coroutine is made, not when it
-  runs, so ``await asyncio.wait_for(lock.acquire(), 2)``,
-  ``asyncio.gather(lock.acquire(), ...)`` and ``await asyncio.shield(lock.release())``
-  act for the task that wrote them, though Python 3.11 runs them in a task of
-  their own. Any other task's ``release()`` or ``extend()`` raises
-  :class:`~lockguide.WrongOwner`. ``lock.hand_over(task)`` gives a held lock to
-  another task; ``owner="process"`` lets any task of the acquiring process use
-  it. The grant records the process: in a forked child ``held`` is ``False`` and
-  ``release()`` / ``extend()`` raise :class:`~lockguide.NotOwned` without
-  sending anything.
-* **Cancellation.** A release, once sent, is finished: cancelled once, twice, or
-  again and again as anyio's cancel scopes do (Starlette, FastAPI), the
-  request runs to its reply in a task of its own and the cancellation is
-  delivered after it. So the object never says "free" while the key is still
-  there, and never "held" for a grant Redis deleted; if Redis did not answer,
-  the lock stays held in the object and ``release()`` can be called again. An
-  acquire cancelled mid-request gives up at once and deletes its own value in
-  the background (``await lock.aclose()`` waits for that).
-* **Deadlines are total.** ``acquire(timeout_ms=...)`` (default
-  :data:`DEFAULT_TIMEOUT_MS`) caps every request to the time left; timeouts and
-  lost connections are retried within it and end in ``False``
-  (:attr:`Lock.last_error` keeps the last one), never a raw redis-py error.
-* **Connections**: a pool made from the client's settings with redis-py's
-  retries off (:func:`lockguide._base.bounded_async_pool`, shared by the locks
-  on one client), each request sent once and bounded by ``asyncio.timeout``; a
-  connection whose reply did not come is closed. ``await lock.aclose()`` closes
-  them. On ``redis.asyncio.RedisCluster``, ``MOVED`` refreshes the slot map and
-  retries once within the request's budget; ``ASK`` sends ``ASKING`` and the
-  command to the target.
+* **Owner** (``owner="task"``, the default): the task that *calls* ``acquire()``,
+  read when the coroutine is made, so ``await asyncio.wait_for(lock.acquire(), 2)``,
+  ``asyncio.gather(lock.acquire())`` and ``await asyncio.shield(lock.release())``
+  act for the task that wrote them (Python 3.11 runs them in a task of their own).
+  Another task's ``release()`` or ``extend()`` raises ``WrongOwner``;
+  ``lock.hand_over(task)`` gives the lock to another task; ``owner="process"``
+  lets any task of the process use it. In a forked child the lock is not held.
+* **Cancellation.** A release, once started, runs to its reply in a task of its
+  own, however often the caller is cancelled (anyio cancels at every ``await``);
+  the cancellation goes on after it. So the object never says "free" while the
+  key is there, nor "held" for a grant Redis deleted; no answer keeps it held,
+  and ``release()`` can be called again. An acquire cancelled mid-request returns
+  at once and deletes its own value in the background (``aclose()`` waits for it).
+* **Connections**: a pool of the lock's own per client (the client's settings,
+  class and size; redis-py's retries off), each request bounded by the time the
+  steps give it; a connection whose reply did not come is closed.
+  ``await lock.aclose()`` closes them. A ``RedisCluster`` is served through its
+  nodes' connections, ``MOVED`` and ``ASK`` followed as the steps say.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import time
+import weakref
 from collections.abc import Callable, Collection, Coroutine
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self
 
 import redis.asyncio
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
-from lockguide._base import (
-    EXTEND,
-    RELEASE,
+from lockguide import fencing, redlock
+from lockguide._core import (
+    DEFAULT_TIMEOUT_MS,
     UNSET,
-    LeaseState,
-    bounded_async_pool,
-    check_client_of,
-    check_ms,
-    check_ttl_ms,
-    note_failed_release,
-)
-from lockguide.errors import (
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
+    LeaseState,
     LockError,
     LockLost,
-    MajorityLost,
-    MasterError,
-    NoQuorum,
-    NotAcquired,
     NotOwned,
-    WrongOwner,
+    Owner,
+    Send,
+    ServerSteps,
+    Sleep,
+    Steps,
+    T,
+    check_client_of,
+    check_ms,
+    note_failed_release,
+    pool_settings,
+    run_script,
 )
-from lockguide.fencing import (
-    FENCED_ACQUIRE,
-    FENCED_WRITE,
-    Stored,
-    WriteResult,
-    _check_write,
-    _raise_if_refused,
-    check_counter_key,
-    check_store_key,
-)
+from lockguide.fencing import FENCED_WRITE, Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
-from lockguide.redlock import (
-    DEFAULT_NODE_TIMEOUT_MS,
-    Attempt,
-    check_masters,
-    check_redlock_options,
-    tally,
-)
-from lockguide.renewal import WatchdogState, check_renewal
-from lockguide.tokens import new_lock_value
+from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps
+from lockguide.renewal import Watchdog as _SyncWatchdog
+from lockguide.renewal import check_renewal
 from lockguide.validity import quorum
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
-#: How long ``acquire()`` keeps trying when no ``timeout_ms`` is given: 10 s.
-DEFAULT_TIMEOUT_MS = 10_000.0
-
-T = TypeVar("T")
-Owner = Literal["task", "process"]
-_SCRIPTS = {s.sha: s for s in (RELEASE, EXTEND, FENCED_ACQUIRE)}
+_POOLS: weakref.WeakKeyDictionary[Any, dict[float, redis.asyncio.ConnectionPool]]
+_POOLS = weakref.WeakKeyDictionary()
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled caller
 
 
@@ -114,23 +83,27 @@ def check_client(client: object, name: str = "client") -> redis.asyncio.Redis:
     return check_client_of(redis.asyncio.Redis, "redis.asyncio.Redis", client, name)
 
 
-def _caller() -> asyncio.Task[Any] | None:
-    """The task running now (``None`` outside an event loop)."""
+def bounded_pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
+    """The locks' own pool to ``client``'s server (:func:`lockguide._core.pool_settings`)."""
+    source = client.connection_pool
+    mine = _POOLS.setdefault(source, {})
+    if timeout_s not in mine:
+        settings = pool_settings(source, timeout_s) | {"retry": Retry(NoBackoff(), 0)}
+        blocking = isinstance(source, redis.asyncio.BlockingConnectionPool)
+        kind = redis.asyncio.BlockingConnectionPool if blocking else redis.asyncio.ConnectionPool
+        mine[timeout_s] = kind(**settings)
+    return mine[timeout_s]
+
+
+def _task() -> asyncio.Task[Any] | None:
     try:
         return asyncio.current_task()
-    except RuntimeError:
+    except RuntimeError:  # no event loop running
         return None
 
 
-def _transient(error: BaseException) -> bool:
-    """A timeout or a lost connection: the next try may succeed (wrong credentials never)."""
-    return isinstance(error, rx.TimeoutError | rx.ConnectionError | OSError) and not isinstance(
-        error, rx.AuthenticationError
-    )
-
-
 async def _finish(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile; then deliver that."""
+    """Run ``work`` to its end even if the caller is cancelled meanwhile, then deliver that."""
     task = asyncio.ensure_future(work)
     cancelled: BaseException | None = None
     while not task.done():
@@ -140,141 +113,114 @@ async def _finish(work: Coroutine[Any, Any, T]) -> T:
             cancelled = error
     if cancelled is not None:
         if not task.cancelled():
-            task.exception()  # seen: the state it left says what happened
+            task.exception()  # retrieved: the lock's state says what happened
         raise cancelled
     return task.result()
 
 
-async def _request(where: Any, command: tuple[Any, ...], asking: bool) -> Any:
-    """One command on a connection of ``where`` (a pool or a cluster node); its reply."""
+async def _quietly(work: Coroutine[Any, Any, Any]) -> None:
+    with contextlib.suppress(BaseException):  # a clean-up: the TTL ends what it cannot
+        await work
+
+
+async def _exchange(
+    where: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float
+) -> list[Any]:
+    """Send ``commands`` in one write on a connection of ``where`` (a pool or a cluster node).
+
+    The replies, error replies among them; within ``timeout_s``, connecting included.
+    """
     pooled = isinstance(where, redis.asyncio.ConnectionPool)
-    conn = await where.get_connection() if pooled else where.acquire_connection()
-    try:
-        if asking:
-            await conn.send_command("ASKING")
-        await conn.send_command(*command)
-        if asking:
-            await conn.read_response()
-        return await conn.read_response()
-    except BaseException as error:  # no reply, or a half-read one: close, never reuse
-        if not isinstance(error, rx.ResponseError):
-            await conn.disconnect(nowait=True)
-        raise
-    finally:
-        await where.release(conn) if pooled else where.release(conn)
-
-
-async def _send(
-    where: Any, command: tuple[Any, ...], timeout_s: float, asking: bool = False
-) -> Any:
-    """:func:`_request` within ``timeout_s``, loading a script on ``NOSCRIPT``."""
+    conn, replies = None, []
     try:
         async with asyncio.timeout(timeout_s):
-            try:
-                return await _request(where, command, asking)
-            except rx.NoScriptError:  # first use there, a restart, SCRIPT FLUSH
-                await _request(where, ("SCRIPT", "LOAD", _SCRIPTS[command[1]].source), asking)
-                return await _request(where, command, asking)
-    except TimeoutError:
-        raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
+            conn = await where.get_connection() if pooled else where.acquire_connection()
+            for command in commands:  # all written before any reply is read
+                await conn.send_command(*command, check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response())
+                except rx.ResponseError as answered:  # an answer like any other: read on
+                    replies.append(answered)
+    except BaseException as error:
+        if conn is not None:
+            await conn.disconnect(nowait=True)  # a reply may still come: never read it later
+        if isinstance(error, TimeoutError):
+            raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
+        raise
+    finally:
+        if conn is not None:
+            await where.release(conn) if pooled else where.release(conn)
+    return replies
 
 
 class AsyncLease(LeaseState):
-    """A lease owned by an asyncio task (or process), with ``async with`` and the owner rules."""
+    """The asyncio driver of the steps: owner by task, cancellation, ``async with``."""
 
-    _owner_mode: Owner
-    _owner: object
-    _helpers: set[object]
-    _pid = 0
-    _last_error: BaseException | None = None
+    _owner_kinds = ("task", "process")
+    _calling: object = None
+    _pools: list[redis.asyncio.ConnectionPool]
 
-    def _init_owner(self, owner: object) -> None:
-        if owner not in ("task", "process"):
-            raise BadArgument(f"owner must be 'task' or 'process', got {owner!r}")
-        self._owner_mode, self._owner, self._helpers = owner, None, set()
+    def _start(self) -> None:
         self._pending: set[asyncio.Task[Any]] = set()
-        self._pools: list[redis.asyncio.ConnectionPool] = []
 
-    @property
-    def held(self) -> bool:
-        """Whether this object acquired the lock (in this process) and still holds it."""
-        return self._value is not None and self._pid == os.getpid()
+    def _holder(self) -> object:
+        return self._calling or _task()
 
-    @property
-    def last_error(self) -> BaseException | None:
-        """The last timeout or connection error an ``acquire`` retried past, if any."""
-        return self._last_error
+    async def _perform(self, effect: Any) -> Any:
+        raise NotImplementedError
 
-    def validity_remaining_ms(self) -> float:
-        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held."""
-        return super().validity_remaining_ms() if self.held else 0.0
+    def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
+        """The coroutine that runs ``steps`` for the task calling now (see the module)."""
+        if not finish:
+            return self._go(steps, _task())
+        self._calling = caller = _task()  # a release checks its owner now, in the caller
+        try:
+            effect = next(steps)
+        finally:
+            self._calling = None
+        return _finish(self._go(steps, caller, effect))
 
-    def hand_over(self, task: asyncio.Task[Any]) -> None:
-        """Give the held lock to ``task``: from now on it, not the caller, may release or extend.
-
-        Raises:
-            NotOwned: this object does not hold the lock.
-            WrongOwner: the caller is not the task that holds it.
-        """
-        if not isinstance(task, asyncio.Task):
-            raise BadArgumentType(f"hand_over takes an asyncio.Task, not {type(task).__name__}")
-        self._check_owner("hand over", _caller())
-        self._owner = task
+    async def _go(self, steps: Steps[T], caller: object, effect: Any = None) -> T:
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            if effect is None:
+                self._calling = caller  # the owner checks see the caller, not a wrapper task
+                try:
+                    effect = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                finally:
+                    self._calling = None
+            try:
+                reply, error = await self._perform(effect), None
+            except asyncio.CancelledError as cancelled:  # the steps' clean-up: in the background
+                self._calling = caller
+                try:
+                    effect = steps.throw(cancelled)
+                finally:
+                    self._calling = None
+                task = asyncio.ensure_future(_quietly(self._go(steps, caller, effect)))
+                for tasks in (_BACKGROUND, self._pending):
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                raise cancelled from None
+            except BaseException as raised:
+                reply, error = None, raised
+            effect = None
 
     async def aclose(self) -> None:
         """Finish this lock's clean-ups (a cancelled acquire's delete), then close its connections.
 
-        Connections in use by another lock on the same client are left to finish.
+        Connections another lock on the same client is using are left to it.
         """
         while self._pending:
             await asyncio.wait(set(self._pending))
         for pool in self._pools:
             await pool.disconnect(inuse_connections=False)
 
-    def _in_background(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Run a clean-up that must not wait for (nor die with) the cancelled caller."""
-        task = asyncio.ensure_future(work)
-        for tasks in (_BACKGROUND, self._pending):
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    def _start(self, blocking: bool, timeout_ms: object) -> tuple[float | None, float | None]:
-        """The checks before an acquire: (when it gives up, the cap on each request)."""
-        if self._value is not None and self._pid != os.getpid():
-            self._value = None  # the parent's grant, seen from a forked child
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        self._last_error = None
-        return give_up_at, (give_up_at if wait_ms else None)
-
-    def _left_s(self, cap_at: float | None, most_s: float) -> float:
-        """A request's budget: ``most_s``, cut to the time left before ``cap_at``."""
-        return most_s if cap_at is None else min(most_s, cap_at - self._clock())
-
-    def _won(self, value: str, started: float, owner: object = None) -> None:
-        self._value, self._pid, self._owner = value, os.getpid(), owner
-        self._deadline = started + self._usable_ms / 1000.0
-
-    def _check_owner(self, action: str, caller: object = None) -> str:
-        value = self._value
-        if value is None or self._pid != os.getpid():
-            raise NotOwned(self._key, action)
-        if self._owner_mode == "task":
-            caller = caller or _caller()
-            if caller is not self._owner and caller not in self._helpers:
-                raise WrongOwner(self._key, action)
-        return value
-
-    def _allow_thread(self, task: object) -> None:
-        """Let the watchdog's task extend and release this lease too."""
-        self._helpers.add(task)
-
-    def _forget(self, value: str) -> None:
-        """Clear the value only if it is still the one that request carried."""
-        if self._value == value:
-            self._value = None
-
-    def release(self) -> Coroutine[Any, Any, object]:
+    def release(self) -> Coroutine[Any, Any, Any]:
         raise NotImplementedError
 
     async def _acquire_for_with(self) -> None:
@@ -290,13 +236,8 @@ class AsyncLease(LeaseState):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Release if still held by this task. The body's own exception always wins.
-
-        A lock handed over in the body is left to its new owner. A failed release
-        becomes a note on the body's exception; after a body that succeeded, a
-        lost lease is raised here (``LockLost``, ``MajorityLost``).
-        """
-        if not self.held or (self._owner_mode == "task" and self._owner is not _caller()):
+        """Release if this task still owns it (not if handed over); the body's exception wins."""
+        if not self.held or (self._owners and not any(o is _task() for o in self._owners)):
             return
         if exc is None:
             await self.release()
@@ -307,25 +248,12 @@ class AsyncLease(LeaseState):
             note_failed_release(exc, self._key, error)
 
 
-class Lock(AsyncLease):
+class Lock(AsyncLease, ServerSteps):
     """:class:`lockguide.Lock` on ``redis.asyncio``: a lease on one Redis instance.
 
-    The arguments, errors and rules are :class:`lockguide.Lock`'s; ``client``
-    is a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``, and the
-    methods that talk to Redis return coroutines.
-
-    Args:
-        client: a ``redis.asyncio.Redis`` or ``RedisCluster``; its connections are used.
-        key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a whole number of milliseconds (keyword only).
-        timeout_ms: how long :meth:`acquire` keeps trying, in total
-            (:data:`DEFAULT_TIMEOUT_MS`); ``None`` waits for ever.
-        retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn from.
-        request_timeout_ms: the most one request may take (connecting included).
-        owner: ``"task"`` (the calling task) or ``"process"`` (any task of this process).
-        drift_factor: the fraction of the TTL set aside for clock drift (1 %).
-        drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function the lease is timed with, in seconds (``time.monotonic``).
+    The arguments, errors and rules are :class:`lockguide.Lock`'s, except ``owner``
+    (``"task"`` or ``"process"``); ``client`` is a ``redis.asyncio.Redis`` or
+    ``RedisCluster``, and the methods that talk to Redis return coroutines.
 
     Example::
 
@@ -345,79 +273,36 @@ class Lock(AsyncLease):
         timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        owner: Owner = "task",
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "task",
     ) -> None:
-        self._cluster = client if isinstance(client, RedisCluster) else None
+        self._cluster = isinstance(client, RedisCluster)
+        self._client = client if self._cluster else check_client(client)
         self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
         )
-        self._init_owner(owner)
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
-        if self._cluster is None:
-            self._pools = [bounded_async_pool(check_client(client), self._request_s)]
+        self._uniform = random.uniform
+        self._pools = [] if self._cluster else [bounded_pool(self._client, self._request_s)]  # type: ignore[arg-type]
+        self._start()
 
     def acquire(
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
     ) -> Coroutine[Any, Any, bool]:
-        """Try to take the lock; ``True`` if this call got it, ``False`` when the wait ran out.
-
-        Args:
-            blocking: ``False`` makes exactly one try (then ``timeout_ms`` must not be given).
-            timeout_ms: the total wait; defaults to the constructor's.
-
-        Raises:
-            AlreadyAcquired: this object holds the lock already.
-        """
-        return self._acquire(_caller(), blocking, timeout_ms)
-
-    async def _acquire(self, caller: object, blocking: bool, timeout_ms: object) -> bool:
-        give_up_at, cap_at = self._start(blocking, timeout_ms)
-        owner = caller or _caller()
-        while True:
-            value, started = new_lock_value(), self._clock()
-            budget = self._left_s(cap_at, self._request_s)
-            granted = False
-            if budget > 0:
-                try:
-                    granted = await self._grant(value, budget)
-                except BaseException as error:  # the key may be stored: delete our value
-                    self._in_background(self._discard(value))
-                    if not _transient(error):
-                        raise
-                    self._last_error = error
-                if granted and self._clock() < started + self._usable_ms / 1000.0:
-                    self._won(value, started, owner)
-                    return True
-                if granted:  # granted, but the reply took the whole lease
-                    await self._discard(value)
-            pause = self._pause_s(random.uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            await asyncio.sleep(pause)
+        """Try to take the lock; ``True`` if this call got it (see ``lockguide.Lock.acquire``)."""
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
 
     def release(self) -> Coroutine[Any, Any, None]:
-        """Release with compare-and-delete; the request is finished even under cancellation.
+        """Release with compare-and-delete, finished even if the caller is cancelled meanwhile.
 
         Raises:
             NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             LockLost: the lease had expired; the key was left untouched.
             redis.exceptions.TimeoutError: no answer; the lock stays held here: call again.
         """
-        return self._release(_caller())
-
-    async def _release(self, caller: object) -> None:
-        value = self._check_owner("release", caller)
-
-        async def request() -> object:
-            deleted = await self._call(RELEASE.command((self._key,), (value,)))
-            self._forget(value)
-            return deleted
-
-        if await _finish(request()) != 1:
-            raise LockLost(self._key, "release")
+        return self._drive(self._release_steps(), finish=True)
 
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, None]:
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
@@ -426,78 +311,60 @@ class Lock(AsyncLease):
             NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             LockLost: the key was gone or someone else's; the lock is no longer held.
         """
-        return self._extend(_caller(), ttl_ms)
-
-    async def _extend(self, caller: object, ttl_ms: int | None) -> None:
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend", caller)
-        started = self._clock()
-        if await self._call(EXTEND.command((self._key,), (value, new_ttl))) != 1:
-            self._forget(value)
-            raise LockLost(self._key, "extend")
-        if self._value == value:
-            self._deadline = started + usable_ms / 1000.0
+        return self._drive(self._extend_steps(ttl_ms))
 
     async def locked(self) -> bool:
         """Whether anybody (this object or another client) holds the lock now."""
-        return bool(await self._call(("EXISTS", self._key)))
+        return bool(await self._ask("EXISTS"))
 
     async def owned(self) -> bool:
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
-        if not self.held:
-            return False
-        current = await self._call(("GET", self._key))
-        if isinstance(current, bytes):
-            current = current.decode("utf-8", "replace")
-        return bool(current == self._value)
+        mine = self.value
+        return mine is not None and await self._ask("GET") in (mine, mine.encode())
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
         return f"<aio.{type(self).__name__} {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    async def _call(self, command: tuple[Any, ...], timeout_s: float | None = None) -> Any:
-        """Send ``command`` where the key lives; on a cluster, follow ``MOVED`` and ``ASK``."""
-        budget = self._request_s if timeout_s is None else timeout_s
-        cluster = self._cluster
-        if cluster is None:
-            return await _send(self._pools[0], command, budget)
-        end = time.monotonic() + budget
-        async with asyncio.timeout(budget):
-            await cluster.initialize()
+    def _ask(self, command: str) -> Coroutine[Any, Any, Any]:
+        return self._drive(run_script(None, (command, self._key), self._request_s, self._cluster))
+
+    async def _perform(self, effect: Send | Sleep) -> Any:
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
+        where = self._pools[0] if self._pools else await self._node(effect)
+        replies = await _exchange(where, effect.commands, effect.timeout_s)
+        errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+        if errors:
+            raise errors[0]
+        return replies[-1]
+
+    async def _node(self, effect: Send) -> Any:
+        """On a Cluster: the node a redirect named, else the key's master (slot map re-learnt
+        after ``MOVED`` by one read through the cluster client)."""
+        cluster: Any = self._client
         try:
-            return await _send(cluster.get_node_from_key(self._key), command, budget)
-        except rx.AskError as error:  # the slot is migrating: ask the target
-            target = cluster.get_node(host=error.host, port=error.port)
-            return await _send(target, command, end - time.monotonic(), asking=True)
-        except rx.MovedError:  # the slot moved: refresh the map, retry once
-            async with asyncio.timeout(max(end - time.monotonic(), 0.0)):
-                await cluster.exists(self._key)
-            return await _send(
-                cluster.get_node_from_key(self._key), command, end - time.monotonic()
-            )
-
-    async def _grant(self, value: str, timeout_s: float) -> bool:
-        """One ``SET key value NX PX ttl``: True if Redis stored it."""
-        command = ("SET", self._key, value, "NX", "PX", self._ttl_ms)
-        return await self._call(command, timeout_s) is not None
-
-    async def _discard(self, value: str) -> None:
-        """Best effort: delete ``value`` if it is the key's."""
-        with contextlib.suppress(rx.RedisError, OSError):  # else the TTL removes it
-            await self._call(RELEASE.command((self._key,), (value,)))
+            async with asyncio.timeout(effect.timeout_s):
+                await cluster.initialize()
+                if effect.refresh:
+                    with contextlib.suppress(rx.RedisError):
+                        await cluster.exists(self._key)
+        except TimeoutError:
+            raise rx.TimeoutError("the cluster's slot map could not be read in time") from None
+        named = None if effect.node is None else cluster.get_node(*effect.node)
+        return named or cluster.get_node_from_key(self._key)
 
     async def _acquire_for_with(self) -> None:
         if not await self.acquire():
-            raise NotAcquired(self._key, self._timeout_ms or 0.0) from self._last_error
+            raise self._not_acquired() from self._last_error
 
 
 class FencedLock(Lock):
     """:class:`lockguide.FencedLock` on ``redis.asyncio``: every acquisition carries a token.
 
-    One script takes the lock and draws the next token (``INCR`` of a counter
-    that never expires, in the lock key's hash slot by default). Arguments are
-    :class:`Lock`'s, plus ``counter_key``.
+    One script takes the lock and draws the next token. Arguments are
+    :class:`Lock`'s, plus ``counter_key`` (by default in the lock key's hash slot).
     """
 
     def __init__(
@@ -510,7 +377,7 @@ class FencedLock(Lock):
         **options: Any,
     ) -> None:
         super().__init__(client, key, ttl_ms=ttl_ms, **options)
-        self._counter_key = check_counter_key(self._key, counter_key)
+        self._counter_key = fencing.check_counter_key(self._key, counter_key)
         self._token: int | None = None
 
     @property
@@ -520,25 +387,11 @@ class FencedLock(Lock):
 
     @property
     def token(self) -> int:
-        """The fencing token of the current acquisition.
+        """The fencing token of the current acquisition (``NotOwned`` when not held)."""
+        return fencing.FencedLock.token.fget(self)  # type: ignore[attr-defined,no-any-return]
 
-        Raises:
-            NotOwned: this object does not hold the lock.
-        """
-        if self._token is None or not self.held:
-            raise NotOwned(self._key, "read the fencing token of")
-        return self._token
-
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<aio.FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
-
-    async def _grant(self, value: str, timeout_s: float) -> bool:
-        """Take the lock and draw its token in one script."""
-        command = FENCED_ACQUIRE.command((self._key, self._counter_key), (value, self._ttl_ms))
-        token = int(await self._call(command, timeout_s))
-        self._token = token or None
-        return token > 0
+    _grant_command = fencing.FencedLock._grant_command
+    _granted = fencing.FencedLock._granted
 
 
 class FencedStore:
@@ -555,27 +408,20 @@ class FencedStore:
         self, client: redis.asyncio.Redis, key: str, *, lock: FencedLock | None = None
     ) -> None:
         self._client = check_client(client)
-        self._key = check_store_key(key, lock, FencedLock)
+        self._key = fencing.check_store_key(key, lock, FencedLock)
+        self._write = self._client.register_script(FENCED_WRITE.source)
 
-    @property
-    def key(self) -> str:
-        """The Redis key of the hash."""
-        return self._key
+    key = fencing.FencedStore.key
 
     async def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
-        token, value = _check_write(token, value)
-        reply = await FENCED_WRITE.run_async(self._client, (self._key,), (token, value))
-        accepted, highest = reply
+        token, value = fencing._check_write(token, value)
+        accepted, highest = await self._write(keys=[self._key], args=[token, value])
         return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
 
     async def write(self, token: int, value: str) -> WriteResult:
-        """Like :meth:`try_write`, but a refusal raises.
-
-        Raises:
-            StaleToken: a token at least as high was already accepted; nothing written.
-        """
-        return _raise_if_refused(self._key, await self.try_write(token, value))
+        """Like :meth:`try_write`, but a refusal raises ``StaleToken`` (nothing written)."""
+        return fencing._raise_if_refused(self._key, await self.try_write(token, value))
 
     async def read(self) -> Stored:
         """The current value and the highest token accepted."""
@@ -584,13 +430,13 @@ class FencedStore:
         return Stored(value=value, token=int(raw_token or 0))
 
 
-class Redlock(AsyncLease):
+class Redlock(RedlockSteps, AsyncLease):
     """:class:`lockguide.Redlock` on ``redis.asyncio``: a lease on a majority of N masters.
 
-    The arguments, checks, arithmetic and errors are :class:`lockguide.Redlock`'s
-    (plus ``owner``); ``masters`` are ``redis.asyncio.Redis`` clients. Each try
-    writes ``SET key value NX PX ttl`` to every master, then awaits every reply,
-    each for at most ``node_timeout_ms`` (cut to the time left).
+    The arguments, checks, arithmetic and errors are :class:`lockguide.Redlock`'s,
+    except ``owner`` (``"task"`` or ``"process"``); ``masters`` are
+    ``redis.asyncio.Redis`` clients. Each request is written to every master, then
+    every reply awaited, each for at most ``node_timeout_ms``.
 
     Example::
 
@@ -611,41 +457,60 @@ class Redlock(AsyncLease):
         node_timeout_ms: float = DEFAULT_NODE_TIMEOUT_MS,
         timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        max_extensions: int = 3,
+        max_extensions: int | None = None,
         rng: random.Random | None = None,
-        owner: Owner = "task",
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
+        owner: Owner = "task",
     ) -> None:
-        clients, self._where = check_masters(
+        for i, master in enumerate(masters if isinstance(masters, Collection) else ()):
+            if isinstance(master, RedisCluster):
+                raise redlock._cluster_refused(f"masters[{i}]")
+        clients, self._where = redlock.check_masters(
             masters, redis.asyncio.Redis, check_client, "redis.asyncio.Redis"
         )
         self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
         )
-        self._init_owner(owner)
-        node_ms = check_redlock_options(
+        self._node_timeout_ms = redlock.check_redlock_options(
             self, node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt
         )
         self._masters: tuple[redis.asyncio.Redis, ...] = clients
-        self._quorum, self._node_timeout_ms = quorum(len(clients)), node_ms
-        self._pools = [bounded_async_pool(c, node_ms / 1000) for c in clients]
+        self._quorum, self._timeout_s = quorum(len(clients)), self._node_timeout_ms / 1000
+        self._pools = [bounded_pool(c, self._timeout_s) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
         self._uniform = (rng or random.Random()).uniform
         self._extensions = self._released = 0
         self._last: Attempt | None = None
-
-    masters = property(lambda self: self._masters, doc="The clients, one per master.")
-    quorum = property(lambda self: self._quorum, doc="Masters that must grant: N // 2 + 1.")
-    node_timeout_ms = property(lambda self: self._node_timeout_ms, doc="Per-master timeout.")
-    last_attempt = property(lambda self: self._last, doc="The most recent try's Attempt.")
+        self._start()
 
     @property
-    def extensions_left(self) -> int:
-        """How many more times :meth:`extend` may renew the current acquisition."""
-        return self._max_extensions - self._extensions
+    def masters(self) -> tuple[redis.asyncio.Redis, ...]:
+        """The clients, one per master, in the order given."""
+        return self._masters
+
+    @property
+    def quorum(self) -> int:
+        """Masters that must grant the key: ``len(masters) // 2 + 1``."""
+        return self._quorum
+
+    @property
+    def node_timeout_ms(self) -> float:
+        """How long each master's reply is waited for."""
+        return self._node_timeout_ms
+
+    @property
+    def extensions_left(self) -> int | None:
+        """How many more times :meth:`extend` may renew this acquisition (``None``: no bound)."""
+        bound = self._max_extensions
+        return None if bound is None else bound - self._extensions
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        """The outcome of the most recent try (``None`` before any)."""
+        return self._last
 
     def acquire(
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
@@ -655,48 +520,19 @@ class Redlock(AsyncLease):
         Raises:
             MasterError: a master answered an error no retry can fix.
         """
-        return self._acquire(_caller(), blocking, timeout_ms)
-
-    async def _acquire(self, caller: object, blocking: bool, timeout_ms: object) -> bool:
-        give_up_at, cap_at = self._start(blocking, timeout_ms)
-        owner = caller or _caller()
-        while (budget := self._left_s(cap_at, self._node_timeout_ms / 1000)) <= 0 or not (
-            await self._try(new_lock_value(), budget, owner)
-        ):
-            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            await asyncio.sleep(pause)
-        return True
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
 
     def release(self) -> Coroutine[Any, Any, int]:
         """Release on every master at once (finished even under cancellation); how many deleted.
 
-        If masters did not answer and could still make up a majority, their
-        error is raised and the lock stays held in this object: call again.
+        If masters did not answer and could still make up a majority, their error is
+        raised and the lock stays held here: call again.
 
         Raises:
             NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             MajorityLost: fewer than a majority still held this holder's value.
         """
-        return self._release(_caller())
-
-    async def _release(self, caller: object) -> int:
-        value = self._check_owner("release", caller)
-
-        async def request() -> int:
-            replies = await self._fan_out(RELEASE.command((self._key,), (value,)))
-            self._released += replies.count(1)
-            errors = [reply for reply in replies if isinstance(reply, Exception)]
-            if errors and self._released < self._quorum <= self._released + len(errors):
-                raise errors[0]
-            self._forget(value)
-            return self._released
-
-        released = await _finish(request())
-        if released < self._quorum:
-            raise self._majority_lost("release", released)
-        return released
+        return self._drive(self._release_steps(), finish=True)
 
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, int]:
         """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
@@ -707,159 +543,96 @@ class Redlock(AsyncLease):
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
         """
-        return self._extend(_caller(), ttl_ms)
-
-    async def _extend(self, caller: object, ttl_ms: int | None) -> int:
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend", caller)
-        if self._extensions >= self._max_extensions:
-            raise ExtensionLimitReached(self._key, self._max_extensions)
-        started = self._clock()
-        extended = 0
-        if started < self._deadline:
-            extended = (await self._fan_out(EXTEND.command((self._key,), (value, new_ttl)))).count(
-                1
-            )
-        if extended >= self._quorum and self._clock() < self._deadline and self._value == value:
-            self._deadline = started + usable_ms / 1000.0
-            self._extensions += 1
-            return extended
-        self._forget(value)
-        await self._fan_out(RELEASE.command((self._key,), (value,)))
-        if extended < self._quorum and started < self._deadline:
-            raise self._majority_lost("extend", extended)
-        raise LockLost(self._key, "extend")
+        return self._drive(self._extend_steps(ttl_ms))
 
     async def locked(self) -> bool:
         """Whether a majority of masters hold the key now, for anyone."""
-        return (await self._fan_out(("EXISTS", self._key))).count(1) >= self._quorum
+        replies: list[Any] = await self._perform(FanOut((("EXISTS", self._key),)))
+        return replies.count(1) >= self._quorum
 
     async def owned(self) -> bool:
         """Whether a majority of masters hold this object's value now."""
-        mine = self._value
-        if mine is None or not self.held:
+        mine = self.value
+        if mine is None:
             return False
-        replies = await self._fan_out(("GET", self._key))
+        replies = await self._perform(FanOut((("GET", self._key),)))
         return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
 
     def __repr__(self) -> str:
-        state = "held" if self.held else "not held"
         where = f"masters={len(self._masters)} ttl_ms={self._ttl_ms}"
-        return f"<aio.Redlock {self._key!r} {where} {state}>"
+        return f"<aio.Redlock {self._key!r} {where} {'held' if self.held else 'not held'}>"
 
-    async def _try(self, value: str, budget: float, owner: object) -> bool:
-        """One try at every master; True if it won. A lost try leaves nothing behind."""
-        release = RELEASE.command((self._key,), (value,))
-        try:
-            started = self._clock()
-            command = ("SET", self._key, value, "NX", "PX", self._ttl_ms)
-            replies = await self._fan_out(command, budget)
-            elapsed_ms = (self._clock() - started) * 1000.0
-            attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
-            self._last = attempt
-            if attempt.acquired and fatal is None:
-                self._won(value, started, owner)
-                self._extensions = self._released = 0
-            if self._on_attempt is not None:
-                self._on_attempt(attempt)
-        except BaseException:  # cancelled, a failing callback: nothing may stay locked
-            self._forget(value)
-            self._in_background(self._fan_out(release))
-            raise
-        if self._value == value:
-            return True
-        await self._fan_out(release)  # everywhere: a "no" may be a lost "yes"
-        if fatal is not None:
-            error = errors[fatal]
-            raise MasterError(self._key, fatal, self._where[fatal], error) from error
-        return False
-
-    async def _fan_out(self, command: tuple[Any, ...], budget: float | None = None) -> list[Any]:
-        """Send ``command`` to every master at once; a reply or its exception each.
-
-        Every request is on the wire before any reply is read; each waits at most
-        ``budget`` (the per-node timeout), connecting included.
-        """
-        timeout_s = self._node_timeout_ms / 1000.0 if budget is None else budget
+    async def _perform(self, effect: FanOut | Sleep) -> Any:
+        """Every request on the wire before any reply is read; each master's last reply (or
+        its first error reply, or the exception), ``None`` for masters not asked."""
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
-                return await _send(pool, command, timeout_s)
+                replies = await _exchange(pool, effect.commands, self._timeout_s)
             except (rx.RedisError, OSError) as error:
                 return error
+            errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+            return (
+                errors[0]
+                if errors and not isinstance(replies[-1], rx.ResponseError)
+                else replies[-1]
+            )
 
-        return list(await asyncio.gather(*(one(pool) for pool in self._pools)))
+        targets = range(len(self._pools)) if effect.only is None else effect.only
+        results: list[Any] = [None] * len(self._pools)
+        for i, result in zip(
+            targets, await asyncio.gather(*(one(self._pools[i]) for i in targets)), strict=True
+        ):
+            results[i] = result
+        return results
 
     async def _acquire_for_with(self) -> None:
         started = self._clock()
         if not await self.acquire():
-            last = self._last
-            waited = (self._clock() - started) * 1000.0
-            if last is None:
-                raise NotAcquired(self._key, waited)
-            raise NoQuorum(
-                self._key,
-                waited,
-                granted=last.granted,
-                refused=last.refused,
-                failed=last.failed,
-                needed=self._quorum,
-                causes=last.causes,
-            )
-
-    def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
-        return MajorityLost(
-            self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
-        )
+            raise self._no_quorum(started) from self._last_error
 
 
-class Watchdog(WatchdogState):
+class Watchdog(_SyncWatchdog):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async lock.
 
-    Every ``every_ms`` the task extends the lease by the TTL, until the holder
-    releases it (through the watchdog or directly), a renewal finds the key gone
-    or someone else's, or ``max_total_ms`` (if given) has passed. A failure is
-    never silent: :attr:`lost`, :attr:`lost_event`, :meth:`check` and
-    :meth:`release` all report it.
+    Every ``every_ms`` the task extends the lease, until the holder releases it
+    (through the watchdog or directly), a renewal finds the key gone or someone
+    else's, or ``max_total_ms`` (if given) has passed. A failure is never silent:
+    :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release` report it.
 
     Args:
         lock: the async :class:`Lock`, :class:`FencedLock` or :class:`Redlock`;
             ``async with Watchdog(lock):`` acquires it if needed.
         every_ms: time between renewals, below the TTL (default: a third of it).
-        max_total_ms: the longest time it keeps renewing (default: no bound).
-
-    Example::
-
-        lock = FencedLock(r, "lock:report", ttl_ms=30_000)
-        async with Watchdog(lock) as dog:
-            for part in parts:
-                await build(part)
-                dog.check()  # raises RenewalFailed once the lease is lost
-                await store_write(lock.token, part)  # and the resource still fences
+        max_total_ms: the longest time it keeps renewing (default: until released).
     """
 
     def __init__(
-        self, lock: AsyncLease, *, every_ms: float | None = None, max_total_ms: float | None = None
+        self,
+        lock: Lock | Redlock,
+        *,
+        every_ms: float | None = None,
+        max_total_ms: float | None = None,
     ) -> None:
         if not isinstance(lock, Lock | Redlock):
             raise BadArgumentType(
                 "lock must be a lockguide.aio Lock, FencedLock or Redlock, "
                 f"not {type(lock).__name__}"
             )
-        self._lock: AsyncLease = lock
-        self._every_s = check_renewal(lock.ttl_ms, every_ms, 0)[0]
-        self._max_total_s = (
-            None if max_total_ms is None else check_ms(max_total_ms, "max_total_ms") / 1000
-        )
-        self._stop = asyncio.Event()
-        self._lost: asyncio.Event = asyncio.Event()
+        self._lock: Any = lock
+        self._every_s, self._max_total_s = check_renewal(lock.ttl_ms, every_ms, max_total_ms)
+        self._stop: Any = asyncio.Event()
+        self._lost: Any = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._until: float | None = None
 
     @property
-    def lost_event(self) -> asyncio.Event:
+    def lost_event(self) -> asyncio.Event:  # type: ignore[override]
         """Set when the lease is lost; ``await dog.lost_event.wait()`` to be woken by it."""
-        return self._lost
+        return self._lost  # type: ignore[no-any-return]
 
     @property
     def running(self) -> bool:
@@ -876,18 +649,17 @@ class Watchdog(WatchdogState):
             raise NotOwned(self._lock.key, "start a watchdog on")
         if self._task is not None:
             raise BadArgument("this Watchdog has already been started; make a new one")
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"lockguide-watchdog:{self._lock.key}"
-        )
-        self._lock._allow_thread(self._task)  # this task may extend the lease
+        self._task = asyncio.ensure_future(self._renew())
+        self._lock._allow(self._task)  # this task may extend the lease
+        self._until = None if self._max_total_s is None else time.monotonic() + self._max_total_s
 
-    async def stop(self) -> None:
+    async def stop(self) -> None:  # type: ignore[override]
         """Stop renewing, without releasing the lock; an extension in flight finishes first."""
         self._stop.set()
-        if self._task is not None and self._task is not asyncio.current_task():
+        if self._task is not None and self._task is not _task():
             await asyncio.shield(self._task)
 
-    async def release(self) -> None:
+    async def release(self) -> None:  # type: ignore[override]
         """Stop renewing, then release the lock.
 
         Raises:
@@ -930,50 +702,40 @@ class Watchdog(WatchdogState):
         else:
             await self.release()
 
-    def __repr__(self) -> str:
-        state = "lost" if self.lost else ("running" if self.running else "stopped")
-        return f"<aio.Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
-
-    async def _run(self) -> None:
-        """The task: renew until told to stop; a crash is reported as a failure."""
-        try:
-            await self._loop()
-        except Exception as error:  # never die silently
-            self._fail(f"the watchdog task crashed: {error!r}")
-
-    async def _stopped_within(self, seconds: float) -> bool:
+    async def _waited(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True if :meth:`stop` was called meanwhile."""
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
                 await self._stop.wait()
-        except TimeoutError:
-            return self._stop.is_set()
-        return True
+        return bool(self._stop.is_set())
 
-    async def _loop(self) -> None:
-        lock, wait = self._lock, self._every_s
-        ends = None if self._max_total_s is None else time.monotonic() + self._max_total_s
-        while not await self._stopped_within(wait):
+    async def _renew(self) -> None:
+        """The task: the thread's loop (:class:`lockguide.Watchdog`), awaited."""
+        try:
             wait = self._every_s
-            if ends is not None and time.monotonic() >= ends:  # flag the loss when the lease ends
-                if not await self._stopped_within(lock.validity_remaining_ms() / 1000.0):
-                    self._fail("the watchdog's max_total_ms had passed and the lease ran out")
-                return
-            try:
-                await lock.extend()  # type: ignore[attr-defined]
-            except LockLost:
-                self._fail("the key was gone or held by another owner at renewal")
-                return
-            except ExtensionLimitReached as error:
-                self._fail(f"the lease could not be renewed: {error}")
-                return
-            except NotOwned:
-                return  # released directly by the holder: nothing left to renew
-            except (rx.RedisError, OSError) as error:
-                left_ms = lock.validity_remaining_ms()
-                if left_ms <= 0:
-                    self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
+            while not await self._waited(wait):
+                wait = self._every_s
+                if self._until is not None and time.monotonic() >= self._until:
+                    if not await self._waited(self._lock.validity_remaining_ms() / 1000.0):
+                        self._fail(
+                            "the watchdog stopped renewing after max_total_ms (its bound) "
+                            "and the lease ran out"
+                        )
                     return
-                wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
-                continue
-            self._renewals += 1
+                try:
+                    await self._lock.extend()
+                except (LockLost, ExtensionLimitReached) as error:
+                    self._fail(f"the key was gone or held by another owner at renewal ({error})")
+                    return
+                except NotOwned:  # released (or re-acquired) by the holder: not ours to renew
+                    return
+                except (rx.RedisError, OSError) as error:
+                    left_ms = self._lock.validity_remaining_ms()
+                    if left_ms <= 0:
+                        self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
+                        return
+                    wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
+                    continue
+                self._renewals += 1
+        except Exception as error:  # never die silently
+            self._fail(f"the watchdog task crashed: {error!r}")
