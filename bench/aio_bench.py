@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import redis.asyncio
 
 from bench.redlock_bench import links, machine
+from lockguide import MajorityLost
 from lockguide.aio import Redlock
 from lockguide_lab.testbed import servers
 
@@ -83,6 +84,9 @@ def contenders(masters: list[redis.asyncio.Redis]) -> list[Contender]:
         while True:  # a release without answers in time keeps the lock held: call it again
             try:
                 await ours.release()
+                return
+            except MajorityLost:  # the first try's late answers had deleted it meanwhile
+                MISSES["lockguide.aio Redlock: release found the keys already gone"] += 1
                 return
             except redis.exceptions.RedisError:
                 MISSES["lockguide.aio Redlock: release retried (no answers in time)"] += 1
