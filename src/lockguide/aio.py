@@ -67,8 +67,7 @@ from lockguide._core import (
 from lockguide.fencing import FENCED_WRITE, Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps
-from lockguide.renewal import Watchdog as _SyncWatchdog
-from lockguide.renewal import check_renewal
+from lockguide.renewal import WatchdogState, check_renewal
 from lockguide.validity import quorum
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
@@ -595,7 +594,7 @@ class Redlock(RedlockSteps, AsyncLease):
             raise self._no_quorum(started) from self._last_error
 
 
-class Watchdog(_SyncWatchdog):
+class Watchdog(WatchdogState):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async lock.
 
     Every ``every_ms`` the task extends the lease, until the holder releases it
@@ -624,15 +623,15 @@ class Watchdog(_SyncWatchdog):
             )
         self._lock: Any = lock
         self._every_s, self._max_total_s = check_renewal(lock.ttl_ms, every_ms, max_total_ms)
-        self._stop: Any = asyncio.Event()
-        self._lost: Any = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._lost: asyncio.Event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._until: float | None = None
 
     @property
-    def lost_event(self) -> asyncio.Event:  # type: ignore[override]
+    def lost_event(self) -> asyncio.Event:
         """Set when the lease is lost; ``await dog.lost_event.wait()`` to be woken by it."""
-        return self._lost  # type: ignore[no-any-return]
+        return self._lost
 
     @property
     def running(self) -> bool:
@@ -653,13 +652,13 @@ class Watchdog(_SyncWatchdog):
         self._lock._allow(self._task)  # this task may extend the lease
         self._until = None if self._max_total_s is None else time.monotonic() + self._max_total_s
 
-    async def stop(self) -> None:  # type: ignore[override]
+    async def stop(self) -> None:
         """Stop renewing, without releasing the lock; an extension in flight finishes first."""
         self._stop.set()
         if self._task is not None and self._task is not _task():
             await asyncio.shield(self._task)
 
-    async def release(self) -> None:  # type: ignore[override]
+    async def release(self) -> None:
         """Stop renewing, then release the lock.
 
         Raises:
@@ -701,6 +700,10 @@ class Watchdog(_SyncWatchdog):
                     await self._lock.release()
         else:
             await self.release()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else ("running" if self.running else "stopped")
+        return f"<aio.Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
 
     async def _waited(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True if :meth:`stop` was called meanwhile."""
