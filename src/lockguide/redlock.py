@@ -533,7 +533,8 @@ class Redlock(RedlockSteps, Lease):
         Masters with no connection that worked yet are connected to all at once
         (each bounded by the node timeout), so two frozen masters cost one node
         timeout, not two. Every request is written before any reply is read, and
-        each master's reply is awaited at most the node timeout after its request. A connection whose reply did not come is
+        each master's reply is awaited at most the node timeout after its request. A
+        connection whose reply did not come is
         closed, so that reply can never be read later as another's answer.
         """
         n = len(self._pools)
