@@ -176,7 +176,7 @@ def run_script(
             tried.add("load")
             load = True
         except (rx.MovedError, rx.AskError) as redirect:  # AskError is a ResponseError
-            kind = "ask" if isinstance(redirect, rx.AskError) else "moved"
+            kind = "moved" if isinstance(redirect, rx.MovedError) else "ask"  # a kind of ASK
             if not cluster or kind in tried:
                 raise
             tried.add(kind)

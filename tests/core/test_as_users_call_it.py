@@ -192,7 +192,7 @@ def answering(monkeypatch: pytest.MonkeyPatch, client: redis.Redis, reply: str) 
             answer = super().read_response(*args, **kwargs)
             if self.set_sent:
                 self.set_sent -= 1
-                raise BaseParser.parse_error(reply)  # as redis-py parses that error line
+                raise BaseParser.parse_error(reply)  # type: ignore[no-untyped-call]
             return answer
 
     monkeypatch.setattr(client.connection_pool, "connection_class", Failing)
@@ -257,9 +257,9 @@ def test_the_counter_key_hashes_to_the_lock_keys_slot(key: str) -> None:
 
 def test_a_positional_ttl_is_refused(r: redis.Redis) -> None:
     for make in (
-        lambda: Lock(r, KEY, 30),  # type: ignore[misc]
-        lambda: FencedLock(r, KEY, 30),  # type: ignore[misc]
-        lambda: Redlock([r], KEY, 30),  # type: ignore[misc]
+        lambda: Lock(r, KEY, 30),  # type: ignore[call-arg]
+        lambda: FencedLock(r, KEY, 30),  # type: ignore[call-arg]
+        lambda: Redlock([r], KEY, 30),  # type: ignore[call-arg]
     ):
         with pytest.raises(TypeError):
             make()
@@ -345,7 +345,7 @@ def test_a_blocking_pool_of_two_means_at_most_two_lock_connections(
 ) -> None:
     admin = lone_server.admin()
     opened = int(admin.info("clients")["connected_clients"])
-    pool = redis.BlockingConnectionPool(
+    pool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
         host=lone_server.host, port=lone_server.port, max_connections=2
     )
     client = redis.Redis(connection_pool=pool)
@@ -384,6 +384,10 @@ def _node_id(server: RedisServer) -> str:
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
+def _primary_ports(client: Any) -> set[int]:
+    return {int(node.port) for node in client.get_primaries()}
+
+
 def _set_slot(servers: list[RedisServer], slot: int, *args: str) -> None:
     for server in servers:
         with server.admin() as admin:
@@ -395,7 +399,7 @@ def test_a_moved_slot_is_followed_within_the_deadline(redis_cluster: ClusterDepl
     key = "lock:resharded"
     client = redis_cluster.client()
     source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in {p.port for p in client.get_primaries()}]
+    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
     target = next(m for m in masters if m is not source)
     slot = key_slot(key.encode())
     lock = Lock(client, key, ttl_ms=10_000)
@@ -417,7 +421,7 @@ def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDep
     key = "lock:migrating"
     client = redis_cluster.client()
     source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in {p.port for p in client.get_primaries()}]
+    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
     target = next(m for m in masters if m is not source)
     slot = key_slot(key.encode())
     try:
