@@ -88,7 +88,8 @@ def test_each_request_is_capped_to_the_time_left() -> None:
     assert first.timeout_s == pytest.approx(0.3), "the request may wait only the 300 ms left"
     lock.clock.now = 0.25
     second = steps.send(None)  # refused: a pause cut to the 50 ms left
-    assert isinstance(second, Sleep) and second.seconds == pytest.approx(0.05)
+    assert isinstance(second, Sleep)
+    assert second.seconds == pytest.approx(0.05)
 
 
 def test_a_timeout_is_retried_within_the_deadline_and_kept_as_last_error() -> None:
