@@ -176,7 +176,7 @@ def run_script(
             tried.add("load")
             load = True
         except (rx.MovedError, rx.AskError) as redirect:  # AskError is a ResponseError
-            kind = "ask" if isinstance(redirect, rx.AskError) else "moved"
+            kind = "moved" if isinstance(redirect, rx.MovedError) else "ask"  # a kind of ASK
             if not cluster or kind in tried:
                 raise
             tried.add(kind)
@@ -317,6 +317,7 @@ def pool_settings(pool: Any, timeout_s: float) -> dict[str, Any]:
     credentials, TLS, database, protocol, encoding) and its size, with every
     socket operation bounded by ``timeout_s`` and redis-py's retries off: a
     ``SET NX`` sent again after its reply was lost would find the holder's own key.
+    The driver adds ``retry`` (no retries, in its own flavour: sync or asyncio).
     """
     settings = dict(pool.connection_kwargs)
     settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_error=[])

@@ -14,6 +14,8 @@ write only if its token beats every one they accepted, atomically with the write
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import re
 import sqlite3
 import time
@@ -23,6 +25,7 @@ from typing import Any, Literal, Protocol
 
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
@@ -113,14 +116,23 @@ def counter_key_for(key: str) -> str:
 
     Redis's rule: a key's slot is the hash of what lies between its first ``{`` and
     the first ``}`` after it, if that is not empty; else of the whole key. A key with
-    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other,
-    ``"a{}b"`` included, becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``).
+    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other
+    becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds
+    a ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
     """
     opening = key.find("{")
     closing = key.find("}", opening + 1) if opening >= 0 else -1
-    if closing > opening + 1:  # Redis hashes only what is inside the first {...}
+    if opening >= 0 and closing > opening + 1:
         return key + ":fence"
-    return "{" + key + "}:fence"
+    if "}" not in key:
+        return "{" + key + "}:fence"
+    return "{" + _tag_for_slot(key_slot(key.encode("utf-8"))) + "}:" + key + ":fence"
+
+
+@functools.lru_cache(maxsize=256)
+def _tag_for_slot(slot: int) -> str:
+    """The first ``fence:<n>`` that hashes to ``slot``."""
+    return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
 
 
 def check_counter_key(key: str, counter_key: object) -> str:

@@ -40,7 +40,9 @@ from typing import Any, Self
 
 import redis
 from redis import exceptions as rx
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from ._core import (
     DEFAULT_TIMEOUT_MS,
@@ -81,7 +83,7 @@ def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.C
         mine = _POOLS.setdefault(source, {})
         pool = mine.get((timeout_s, *where.items()))
         if pool is None:
-            settings = pool_settings(source, timeout_s) | where
+            settings = pool_settings(source, timeout_s) | where | {"retry": Retry(NoBackoff(), 0)}
             blocking = isinstance(source, redis.BlockingConnectionPool)
             kind = redis.BlockingConnectionPool if blocking else redis.ConnectionPool
             pool = mine[(timeout_s, *where.items())] = kind(**settings)

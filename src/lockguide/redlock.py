@@ -229,6 +229,11 @@ class RedlockSteps(LeaseState):
     _uniform: Callable[[float, float], float]
     _on_attempt: Callable[[Attempt], object] | None
 
+    @property
+    def last_attempt(self) -> Attempt | None:
+        """The outcome of the most recent try (``None`` before any)."""
+        return self._last
+
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         give_up_at = self._give_up_at(blocking, timeout_ms)
         while not (yield from self._try_steps(new_lock_value())):
@@ -444,11 +449,6 @@ class Redlock(RedlockSteps, Lease):
             return None
         return self._max_extensions - self._extensions
 
-    @property
-    def last_attempt(self) -> Attempt | None:
-        """The outcome of the most recent try (``None`` before any)."""
-        return self._last
-
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock on a majority of masters; ``True`` if this call got it.
 
@@ -533,7 +533,8 @@ class Redlock(RedlockSteps, Lease):
         Masters with no connection that worked yet are connected to all at once
         (each bounded by the node timeout), so two frozen masters cost one node
         timeout, not two. Every request is written before any reply is read, and
-        each master's reply is awaited at most the node timeout after its request. A connection whose reply did not come is
+        each master's reply is awaited at most the node timeout after its request. A
+        connection whose reply did not come is
         closed, so that reply can never be read later as another's answer.
         """
         n = len(self._pools)
