@@ -1131,10 +1131,10 @@ def test_the_watchdog_renews_a_redlock_past_its_ttl(backend: Backend) -> None:
 
     async def main() -> None:
         lock = Redlock(
-            backend.async_masters(), KEY, ttl_ms=500, node_timeout_ms=100.0, max_extensions=100
+            backend.async_masters(), KEY, ttl_ms=1_000, node_timeout_ms=250.0, max_extensions=100
         )
-        async with Watchdog(lock, every_ms=100) as dog:
-            await asyncio.sleep(1.25)  # two and a half TTLs of work
+        async with Watchdog(lock, every_ms=150) as dog:
+            await asyncio.sleep(2.2)  # two TTLs of work and more
             dog.check()
             assert sum(1 for s in servers if s.get(KEY) == (lock.value or "").encode()) == 5
         assert dog.renewals >= 5
