@@ -167,7 +167,23 @@ class AsyncLease(LeaseState):
         return self._calling or _task()
 
     async def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
+        return await self._send(effect)
+
+    async def _send(self, effect: Any) -> Any:
         raise NotImplementedError
+
+    def acquire(
+        self, *, blocking: bool = True, timeout_ms: float | None = UNSET
+    ) -> Coroutine[Any, Any, bool]:
+        """Try to take the lock; ``True`` if this call got it, ``False`` once the time ran out.
+
+        Timeouts and lost connections are retried within ``timeout_ms`` (kept as
+        :attr:`last_error`); an error no retry can fix raises at once.
+        """
+        return self._drive(self._acquire_steps(blocking, timeout_ms))  # type: ignore[attr-defined]
 
     def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
         """The coroutine that runs ``steps`` for the task calling now (see the module)."""
@@ -287,12 +303,6 @@ class Lock(AsyncLease, ServerSteps):
         self._pools = [] if self._cluster else [bounded_pool(self._client, self._request_s)]  # type: ignore[arg-type]
         self._start()
 
-    def acquire(
-        self, *, blocking: bool = True, timeout_ms: float | None = UNSET
-    ) -> Coroutine[Any, Any, bool]:
-        """Try to take the lock; ``True`` if this call got it (see ``lockguide.Lock.acquire``)."""
-        return self._drive(self._acquire_steps(blocking, timeout_ms))
-
     def release(self) -> Coroutine[Any, Any, None]:
         """Release with compare-and-delete, finished even if the caller is cancelled meanwhile.
 
@@ -328,10 +338,7 @@ class Lock(AsyncLease, ServerSteps):
     def _ask(self, command: str) -> Coroutine[Any, Any, Any]:
         return self._drive(run_script(None, (command, self._key), self._request_s, self._cluster))
 
-    async def _perform(self, effect: Send | Sleep) -> Any:
-        if isinstance(effect, Sleep):
-            await asyncio.sleep(effect.seconds)
-            return None
+    async def _send(self, effect: Send) -> Any:
         where = self._pools[0] if self._pools else await self._node(effect)
         replies = await _exchange(where, effect.commands, effect.timeout_s)
         errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
@@ -511,16 +518,6 @@ class Redlock(RedlockSteps, AsyncLease):
         """The outcome of the most recent try (``None`` before any)."""
         return self._last
 
-    def acquire(
-        self, *, blocking: bool = True, timeout_ms: float | None = UNSET
-    ) -> Coroutine[Any, Any, bool]:
-        """Try to take the lock on a majority of masters; ``True`` if this call got it.
-
-        Raises:
-            MasterError: a master answered an error no retry can fix.
-        """
-        return self._drive(self._acquire_steps(blocking, timeout_ms))
-
     def release(self) -> Coroutine[Any, Any, int]:
         """Release on every master at once (finished even under cancellation); how many deleted.
 
@@ -546,7 +543,7 @@ class Redlock(RedlockSteps, AsyncLease):
 
     async def locked(self) -> bool:
         """Whether a majority of masters hold the key now, for anyone."""
-        replies: list[Any] = await self._perform(FanOut((("EXISTS", self._key),)))
+        replies: list[Any] = await self._send(FanOut((("EXISTS", self._key),)))
         return replies.count(1) >= self._quorum
 
     async def owned(self) -> bool:
@@ -554,19 +551,16 @@ class Redlock(RedlockSteps, AsyncLease):
         mine = self.value
         if mine is None:
             return False
-        replies = await self._perform(FanOut((("GET", self._key),)))
+        replies = await self._send(FanOut((("GET", self._key),)))
         return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
 
     def __repr__(self) -> str:
         where = f"masters={len(self._masters)} ttl_ms={self._ttl_ms}"
         return f"<aio.Redlock {self._key!r} {where} {'held' if self.held else 'not held'}>"
 
-    async def _perform(self, effect: FanOut | Sleep) -> Any:
+    async def _send(self, effect: FanOut) -> Any:
         """Every request on the wire before any reply is read; each master's last reply (or
         its first error reply, or the exception), ``None`` for masters not asked."""
-        if isinstance(effect, Sleep):
-            await asyncio.sleep(effect.seconds)
-            return None
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
