@@ -302,7 +302,14 @@ class Lock(Lease, ServerSteps):
         if isinstance(effect, Sleep):
             time.sleep(effect.seconds)
             return None
-        return request(self._pool or self._node_pool(effect), effect)
+        if self._pool is not None:
+            return request(self._pool, effect)
+        try:
+            return request(self._node_pool(effect), effect)
+        except rx.ConnectionError:  # a master gone: the cluster client re-learns the slots
+            with contextlib.suppress(Exception):
+                self._client.exists(self._key)
+            raise
 
     def _node_pool(self, effect: Send) -> redis.ConnectionPool:
         """On a Cluster: the pool to the key's master, or to the node a redirect named.

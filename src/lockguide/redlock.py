@@ -623,11 +623,11 @@ def _replies(conn: Any, due: float, count: int) -> Any:
     replies: list[Any] = []
     try:
         for _ in range(count):
-            left = due - time.monotonic()
-            if left <= 0:
+            left = due - time.monotonic()  # after another master's wait, its reply may be here
+            if left <= 0 and not conn.can_read(timeout=0):
                 raise rx.TimeoutError("no reply within node_timeout_ms")
             try:
-                replies.append(conn.read_response(timeout=left))
+                replies.append(conn.read_response(timeout=max(left, 0.001)))
             except rx.ResponseError as error:
                 replies.append(error)  # an answer like any other: keep reading
     except (rx.RedisError, OSError) as error:
