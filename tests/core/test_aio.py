@@ -15,6 +15,7 @@ contradictory options are refused before anything is sent; ``locked()`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import hashlib
 import itertools
@@ -915,6 +916,34 @@ def test_an_acquire_under_asyncio_timeout_returns_on_time_against_a_frozen_serve
         assert not lock.held
 
     with redis_server.frozen():
+        run(main)
+
+
+@pytest.mark.real_redis
+def test_a_redlock_acquire_against_frozen_masters_keeps_its_total_deadline(
+    redis_server: RedisServer, redis_masters: list[RedisServer]
+) -> None:
+    servers = [redis_server, *redis_masters]
+    clients = [redis.asyncio.Redis(host=s.host, port=s.port) for s in servers]
+
+    async def main() -> None:
+        lock = Redlock(clients, KEY, ttl_ms=30_000, node_timeout_ms=50.0)
+        started = time.monotonic()
+        assert await lock.acquire(timeout_ms=150) is False
+        assert time.monotonic() - started < 0.4, "the deadline, plus one per-node timeout at most"
+        with pytest.raises(NoQuorum) as raised:
+            async with Redlock(clients, KEY, ttl_ms=30_000, timeout_ms=150):
+                pass
+        assert isinstance(raised.value.__cause__, redis.exceptions.TimeoutError)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await lock.acquire()
+        assert time.monotonic() - started < 0.25, "control returns at the caller's deadline"
+
+    with contextlib.ExitStack() as frozen:
+        for server in servers:
+            frozen.enter_context(server.frozen())
         run(main)
 
 
