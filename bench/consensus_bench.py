@@ -59,7 +59,7 @@ def measure_mode(
             "lock": Lock(one, "bench:lock", ttl_ms=TTL_MS),
             "fenced": FencedLock(one, "bench:fenced", ttl_ms=TTL_MS),
             "redlock": Redlock(masters, "bench:redlock", ttl_ms=TTL_MS),
-            "etcd": EtcdLock(etcd_endpoints, "bench:etcd", TTL_MS),
+            "etcd": EtcdLock(etcd_endpoints, "bench:etcd", ttl_ms=TTL_MS),
             "zookeeper": ZooKeeperLock(kazoo, "/bench/zookeeper"),
         }
 

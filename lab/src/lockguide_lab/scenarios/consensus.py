@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from lockguide.errors import ClusterUnavailable, LockError
+from lockguide.errors import LockError
 from lockguide.fencing import SqlFencedStore
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
 from lockguide_lab.testbed.consensus import ConsensusCluster, EtcdCluster, ZooKeeperEnsemble
@@ -69,9 +69,16 @@ class ConsensusLock(Protocol):
     def token(self) -> int: ...
     @property
     def held(self) -> bool: ...
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool: ...
+    def acquire(self, *, blocking: bool = True, timeout_ms: Any = ...) -> bool: ...
     def release(self) -> None: ...
     def check(self) -> None: ...
+    @property
+    def last_error(self) -> Exception | None: ...
+
+
+def _cause(error: Exception) -> str:
+    """The last error of an attempt, short, for a timeline."""
+    return repr(error).split(":")[0][:60]
 
 
 # -- the resource -------------------------------------------------------------------------
@@ -114,7 +121,7 @@ def make_lock(
     if system == "etcd":
         from lockguide.etcd import EtcdLock
 
-        return EtcdLock(address, key, ttl_ms, request_timeout_ms=500)
+        return EtcdLock(address, key, ttl_ms=ttl_ms, request_timeout_ms=500)
     from kazoo.client import KazooClient
 
     from lockguide.zookeeper import ZooKeeperLock
@@ -371,11 +378,9 @@ class ConsensusLeaderKilled(ConsensusScenario):
         cluster.kill(leader)
         record("cluster", Kind.SERVER, f"leader {cluster.members[leader].name} killed (SIGKILL)")
         wait = 2 * self.ttl_ms
-        try:
-            got = b.acquire(timeout_ms=wait)
-        except ClusterUnavailable as error:
-            got = False
-            record("B", Kind.NOT_ACQUIRED, f"no answer: {error.cause.split(':')[0][:60]}")
+        got = b.acquire(timeout_ms=wait)
+        if not got and b.last_error is not None:
+            record("B", Kind.NOT_ACQUIRED, f"no answer: {_cause(b.last_error)}")
         if got:
             record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
             b.release()
@@ -419,10 +424,9 @@ class ConsensusMajorityDown(ConsensusScenario):
             cluster.kill(index)
             record("cluster", Kind.SERVER, f"{cluster.members[index].name} killed (SIGKILL)")
         for name, lock in (("A", a), ("B", b)):
-            try:
-                got = lock.acquire(timeout_ms=self.ttl_ms)
-            except ClusterUnavailable as error:
-                record(name, Kind.NOT_ACQUIRED, f"no quorum: {error.cause.split(':')[0][:60]}")
+            got = lock.acquire(timeout_ms=self.ttl_ms)
+            if not got and lock.last_error is not None:
+                record(name, Kind.NOT_ACQUIRED, f"no quorum: {_cause(lock.last_error)}")
                 continue
             if got:
                 record(name, Kind.ACQUIRED, f"token {lock.token}")
