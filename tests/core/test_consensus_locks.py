@@ -34,7 +34,7 @@ from lockguide import (
 from lockguide.etcd import EtcdLock
 from lockguide.fencing import MAX_TOKEN
 from lockguide.zookeeper import ZooKeeperLock
-from lockguide_lab.testbed.consensus import EtcdCluster, ZooKeeperEnsemble
+from lockguide_lab.testbed.consensus import EtcdCluster, HttpLink, ZooKeeperEnsemble
 from lockguide_lab.testbed.link import Link
 from lockguide_lab.testbed.process import LOOPBACK
 
@@ -315,3 +315,21 @@ def test_zookeeper_create_whose_reply_is_lost_leaves_no_orphan(
             client.stop()
             client.close()
         link.close()
+
+
+def test_etcd_transaction_whose_reply_is_lost_is_recognised(etcd_cluster: EtcdCluster) -> None:
+    """The cluster creates A's key, the reply never reaches A: A holds it, on that lease."""
+    key = _fresh("lock:test:")
+    with HttpLink(etcd_cluster.endpoint(0)) as link:
+        a = EtcdLock([link.url], key, ttl_ms=2000, timeout_ms=3000)
+        b = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=2000, timeout_ms=200)
+        link.lose("/v3/kv/txn")
+        assert a.acquire()
+        assert [path for path, _ in link.lost] == ["/v3/kv/txn"]
+        assert not b.acquire()
+        assert etcd_cluster.key_exists(key)
+        a.check()
+        a.release()
+        assert not etcd_cluster.key_exists(key)
+        assert b.acquire()
+        b.release()
