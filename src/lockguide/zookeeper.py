@@ -169,7 +169,8 @@ class ZooKeeperLock(ConsensusLease):
 
         wait_ms = self._wait_ms(blocking, timeout_ms)
         started = self._clock()
-        give_up = None if wait_ms is None else started + wait_ms / 1000
+        # One try (blocking=False) still gives each request its own timeout.
+        give_up = None if wait_ms is None or not blocking else started + wait_ms / 1000
         self.last_error = None
         prefix = f"{uuid.uuid4().hex}-{_NAME}"
         mine: tuple[str, int] | None = None  # our node's name and czxid, once known

@@ -92,6 +92,16 @@ def test_one_holder_at_a_time_and_the_next_gets_a_higher_token(make_lock: Factor
     b.release()
 
 
+def test_one_try_takes_a_free_lock_and_refuses_a_held_one(make_lock: Factory) -> None:
+    """``blocking=False`` on a key nobody has used yet: one try, with time for its requests."""
+    a, b = make_lock(), make_lock()
+    assert a.acquire(blocking=False)
+    assert not b.acquire(blocking=False)
+    a.release()
+    assert b.acquire(blocking=False)
+    b.release()
+
+
 def test_tokens_are_what_the_fenced_stores_accept(make_lock: Factory) -> None:
     """The tokens go into FencedStore and SqlFencedStore unchanged; the older is refused."""
     a, b = make_lock(), make_lock()
