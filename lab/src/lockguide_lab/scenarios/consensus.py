@@ -737,8 +737,12 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         waiter.start()
         time.sleep(self.hold_ms / 1000)
         ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+        time.sleep(0.005)  # keep the write and the release apart on the timeline
+        # A stops believing it holds the lock when it asks to release, not when the
+        # reply arrives: B, woken by the same deletion, may hold it before that.
+        asked = record.now()
         a.release()
-        record("A", Kind.RELEASED)
+        record.events.append(Event(asked, "A", Kind.RELEASED, "asked to release"))
         waiter.join()
 
     def _waits(
