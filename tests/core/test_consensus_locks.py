@@ -343,3 +343,37 @@ def test_etcd_transaction_whose_reply_is_lost_is_recognised(etcd_cluster: EtcdCl
         assert not etcd_cluster.key_exists(key)
         assert b.acquire()
         b.release()
+
+
+def test_etcd_refusal_no_retry_can_fix_raises_at_once() -> None:
+    """A member that answers PERMISSION_DENIED (code 7): no retrying until the deadline."""
+    import http.server
+
+    from lockguide.etcd import EtcdError
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = b'{"error": "permission denied", "code": 7, "message": "permission denied"}'
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lock = EtcdLock(
+            f"http://{LOOPBACK}:{server.server_address[1]}", "lock:x", ttl_ms=1000, timeout_ms=5000
+        )
+        started = time.monotonic()
+        with pytest.raises(EtcdError) as caught:
+            lock.acquire()
+        assert time.monotonic() - started < 1.0
+        assert caught.value.code == 7
+    finally:
+        server.shutdown()
+        server.server_close()
