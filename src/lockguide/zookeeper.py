@@ -180,6 +180,8 @@ class ZooKeeperLock(ConsensusLease):
                 try:
                     if mine is None and unsure:
                         mine = self._find(prefix, give_up)
+                        if mine is not None:
+                            unsure = False  # found: it is ours to hold, not to clean up
                     if mine is None:
                         unsure = True
                         mine = self._create(prefix, give_up)

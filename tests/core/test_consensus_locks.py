@@ -377,3 +377,36 @@ def test_etcd_refusal_no_retry_can_fix_raises_at_once() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_zookeeper_finds_its_own_node_after_a_create_whose_reply_was_late(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """The create's reply misses A's wait, the ensemble answers again: A holds with that node."""
+    from kazoo.client import KazooClient
+
+    link = Link((LOOPBACK, zookeeper_ensemble.members[1].client_port))
+    host, port = link.address
+    client = KazooClient(hosts=f"{host}:{port}", timeout=4.0)
+    path = _fresh("/locks/test")
+    try:
+        client.start(timeout=10)
+        client.ensure_path(path)
+        a = ZooKeeperLock(client, path, request_timeout_ms=300)
+        link.reply_delay_s = 0.8  # the create's reply comes after A's 300 ms wait
+        timer = threading.Timer(0.5, lambda: setattr(link, "reply_delay_s", 0.0))
+        timer.start()
+        assert a.acquire(timeout_ms=5000)
+        timer.join()
+        node = a.node
+        assert node is not None
+        assert client.get_children(path) == [node.rsplit("/", 1)[1]]
+        stat = client.exists(node)
+        assert stat is not None
+        assert a.token == stat.czxid
+        a.release()
+        assert client.get_children(path) == []
+    finally:
+        client.stop()
+        client.close()
+        link.close()
