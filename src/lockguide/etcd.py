@@ -25,8 +25,10 @@ The story this class is written against, in order:
 
 It speaks etcd's v3 API through the JSON gateway every etcd 3.4+ member serves
 (``/v3/kv/txn``, ``/v3/lease/grant``, ``/v3/lease/keepalive``,
-``/v3/lease/revoke``) with urllib3 (``pip install 'lockguide[etcd]'``),
-imported when the lock is made: ``import lockguide`` never needs it.
+``/v3/lease/revoke``) with urllib3 (``pip install '.[etcd]'`` in a clone of
+the guide's repository), imported when the lock is made: ``import lockguide``
+never needs it. Ownership, the total ``acquire`` deadline, ``with`` and the
+lease-loss signal are the ones every lock here shares (:mod:`lockguide._consensus`).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lockguide._base import UNSET, check_ms
 from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
-from lockguide.errors import BadArgument, BadArgumentType, ClusterUnavailable, LockError, LockLost
+from lockguide._core import UNSET, Owner, check_ms
+from lockguide.errors import BadArgument, ClusterUnavailable, LockError, LockLost
 
 __all__ = ["EtcdError", "EtcdLock"]
 
@@ -82,15 +84,18 @@ class EtcdLock(ConsensusLease):
         ttl_ms: the lease, a whole number of seconds written in milliseconds
             (etcd leases are whole seconds), e.g. ``ttl_ms=10_000``.
         timeout_ms: how long :meth:`acquire` keeps trying by default, every
-            request included (10 s); ``None`` waits as long as it takes.
+            request included (:data:`~lockguide.DEFAULT_TIMEOUT_MS`, 10 s);
+            ``None`` waits as long as it takes.
         retry_delay_ms: the ``(low, high)`` range each pause between attempts
             is drawn from.
-        request_timeout_ms: how long one request may wait for one member.
+        request_timeout_ms: how long one request may wait for one member, and
+            less when the acquire's deadline is nearer.
         keepalive_ms: time between keep-alives; a third of the TTL by default.
         clock: the function the lease is timed with (default ``time.monotonic``).
-
-    A lock object belongs to the thread that acquired it, as every lock in the
-    reference: another thread's ``release`` or ``check`` raises ``WrongOwner``.
+        owner: ``"thread"`` (the default): only the thread that acquired may
+            ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
+            moves it); ``"process"``: any thread of the acquiring process may.
+            A forked child never may, and sees the lock as not held.
     """
 
     def __init__(
@@ -104,11 +109,15 @@ class EtcdLock(ConsensusLease):
         request_timeout_ms: float = 1_000.0,
         keepalive_ms: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         try:
             import urllib3
         except ImportError as error:  # pragma: no cover - an optional extra
-            raise ImportError("EtcdLock needs urllib3: pip install 'lockguide[etcd]'") from error
+            raise ImportError(
+                "EtcdLock needs urllib3: pip install urllib3, or pip install '.[etcd]' "
+                "in a clone of the lockguide repository"
+            ) from error
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints or not all(
@@ -119,22 +128,18 @@ class EtcdLock(ConsensusLease):
                 f"got {endpoints!r}"
             )
         self._endpoints = [e.rstrip("/") for e in endpoints]
-        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
-            raise BadArgumentType(f"ttl_ms must be an int number of milliseconds, not {ttl_ms!r}")
-        if ttl_ms < 1000 or ttl_ms % 1000:
+        self._init_consensus(key, ttl_ms, timeout_ms, retry_delay_ms, clock, owner)
+        if self._ttl_ms < 1000 or self._ttl_ms % 1000:
             raise BadArgument(
                 f"ttl_ms must be a whole number of seconds >= 1000 ms, got {ttl_ms}: "
                 "etcd leases are granted in whole seconds"
             )
-        self._init_consensus(key, ttl_ms, timeout_ms, retry_delay_ms, clock)
-        request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
-        every = ttl_ms / 3 if keepalive_ms is None else check_ms(keepalive_ms, "keepalive_ms")
-        if not 0 < every < ttl_ms:
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
+        every = self._ttl_ms / 3 if keepalive_ms is None else check_ms(keepalive_ms, "keepalive_ms")
+        if not 0 < every < self._ttl_ms:
             raise BadArgument(f"keepalive_ms must be > 0 and below ttl_ms, got {keepalive_ms!r}")
         self._every_s = every / 1000
-        self._http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=request_s, read=request_s), retries=False
-        )
+        self._http = urllib3.PoolManager(retries=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -143,12 +148,8 @@ class EtcdLock(ConsensusLease):
     @property
     def lease_id(self) -> int | None:
         """The etcd lease this holder's key is attached to, while held."""
-        return None if self._value is None else int(self._value)
-
-    def _doubt(self) -> str | None:
-        if self.validity_remaining_ms() <= 0:
-            return "the lease ran out on this process's clock"
-        return None
+        value = self.value
+        return None if value is None else int(value)
 
     # -- acquire and release -------------------------------------------------------------
 
@@ -164,25 +165,28 @@ class EtcdLock(ConsensusLease):
             AlreadyAcquired: this object holds it already.
             EtcdError: the cluster refused in a way no retry can fix.
         """
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up = None if wait_ms is None else self._clock() + wait_ms / 1000
-        self.last_error = None
+        give_up = self._give_up_at(blocking, timeout_ms)
         asked: dict[int, float] = {}  # every lease granted to this call: when it was asked for
         won: int | None = None
+        first = True
         try:
             while True:
+                budget = self._budget_s(self._request_s, give_up, first)
+                if budget <= 0:
+                    return False
+                first = False
                 try:
-                    grant = self._attempt(asked)
-                    self.last_error = None
+                    grant = self._attempt(asked, self._clock() + budget)
+                    self._last_error = None
                 except (OSError, _EtcdError) as error:
                     if isinstance(error, _EtcdError) and error.code in _FATAL:
                         raise EtcdError(self._key, error.code, str(error)) from error
-                    grant, self.last_error = None, error
+                    grant, self._last_error = None, error
                 if grant is not None:
                     lease, token = grant
                     started = asked[lease]
-                    if self._clock() < started + self._ttl_ms / 1000:
-                        self._granted(str(lease), token, started)
+                    if self._clock() < started + self._usable_ms / 1000:
+                        self._won_token(str(lease), token, started)
                         won = lease
                         self._start_keep_alive()
                         return True
@@ -195,29 +199,30 @@ class EtcdLock(ConsensusLease):
                 if lease != won:
                     self._revoke_quietly(lease)  # revoking also deletes a key it carries
 
-    def _attempt(self, asked: dict[int, float]) -> tuple[int, int] | None:
+    def _attempt(self, asked: dict[int, float], due: float) -> tuple[int, int] | None:
         """One try: ``(lease, token)`` if one of ``asked`` now carries the key, else ``None``.
 
-        Reuses the newest lease while less than a third of its TTL has passed
-        (the first keep-alive then comes well before it ends); otherwise asks
-        for a fresh one.
+        Its requests wait for no answer past ``due``, on the lock's clock. Reuses
+        the newest lease while less than a third of its TTL has passed (the
+        first keep-alive then comes well before it ends); otherwise asks for a
+        fresh one.
         """
         now = self._clock()
         fresh = [lease for lease, at in asked.items() if now - at < self._ttl_ms / 3000]
         if fresh:
             lease = fresh[-1]
         else:
-            granted = self._call("/v3/lease/grant", {"TTL": self._ttl_ms // 1000})
+            granted = self._call("/v3/lease/grant", {"TTL": self._ttl_ms // 1000}, due)
             lease = int(granted["ID"])
             asked[lease] = now
         try:
-            return self._create(lease, asked)
+            return self._create(lease, asked, due)
         except _EtcdError as error:
             if error.code == _NOT_FOUND:  # this lease ended: the next try asks for another
                 asked[lease] = float("-inf")
             raise
 
-    def _create(self, lease: int, asked: dict[int, float]) -> tuple[int, int] | None:
+    def _create(self, lease: int, asked: dict[int, float], due: float) -> tuple[int, int] | None:
         """Put the key on ``lease`` if absent; ``(lease, token)`` if it is on one of ours."""
         key = _b64(self._key)
         reply = self._call(
@@ -229,6 +234,7 @@ class EtcdLock(ConsensusLease):
                 ],
                 "failure": [{"request_range": {"key": key}}],
             },
+            due,
         )
         if reply.get("succeeded"):
             return lease, int(reply["header"]["revision"])
@@ -255,12 +261,12 @@ class EtcdLock(ConsensusLease):
             self._call("/v3/lease/revoke", {"ID": lease})
         except (OSError, _EtcdError) as error:
             if isinstance(error, _EtcdError) and error.code == _NOT_FOUND:  # gone already
-                self._forget()
+                self._forget(str(lease))
                 raise self._error or LockLost(self._key, "release") from None
             self._start_keep_alive()  # still held: the caller may retry
             waited = (self._clock() - started) * 1000
             raise ClusterUnavailable(self._key, waited, repr(error)) from error
-        self._forget()
+        self._forget(str(lease))
         if self._error is not None:
             raise self._error
 
@@ -308,8 +314,8 @@ class EtcdLock(ConsensusLease):
 
     # -- requests ------------------------------------------------------------------------
 
-    def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to the first member that answers; its JSON reply.
+    def _call(self, path: str, body: dict[str, Any], due: float | None = None) -> dict[str, Any]:
+        """POST ``body`` to the first member that answers (by ``due`` if given); its JSON reply.
 
         Raises:
             OSError: no member answered.
@@ -319,9 +325,15 @@ class EtcdLock(ConsensusLease):
 
         last: Exception | None = None
         for endpoint in self._endpoints:
+            wait = self._request_s if due is None else min(self._request_s, due - self._clock())
+            if wait <= 0:
+                break
             try:
                 response = self._http.request(
-                    "POST", endpoint + path, body=json.dumps(body).encode("utf-8")
+                    "POST",
+                    endpoint + path,
+                    body=json.dumps(body).encode("utf-8"),
+                    timeout=urllib3.Timeout(connect=wait, read=wait),
                 )
             except urllib3.exceptions.HTTPError as error:  # refused, timed out, reset
                 last = error
@@ -341,4 +353,6 @@ class EtcdLock(ConsensusLease):
             return reply
         if isinstance(last, _EtcdError):
             raise last
+        if last is None:
+            raise OSError(f"no time left in the acquire's deadline to ask for {path}")
         raise OSError(f"no etcd member answered {path}: {last!r}")

@@ -24,8 +24,12 @@ The story this class is written against, in order:
    (:class:`~lockguide.FencedStore`, :class:`~lockguide.SqlFencedStore`).
 4. A releases by deleting its node.
 
-It needs kazoo (``pip install 'lockguide[zookeeper]'``), used through the
-started ``KazooClient`` the caller passes: ``import lockguide`` never needs it.
+It needs kazoo (``pip install '.[zookeeper]'`` in a clone of the guide's
+repository), used through the started ``KazooClient`` the caller passes:
+``import lockguide`` never needs it. There is no ``ttl_ms``: the lease is the
+kazoo session, whose timeout is set on the ``KazooClient``. Ownership, the total
+``acquire`` deadline, ``with`` and the lease-loss signal are the ones every
+lock here shares (:mod:`lockguide._consensus`).
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lockguide._base import MAX_TTL_MS, UNSET, check_ms
 from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
+from lockguide._core import MAX_TTL_MS, UNSET, Owner, check_ms
 from lockguide.errors import BadArgument, BadArgumentType, ClusterUnavailable, LockLost
 
 __all__ = ["ZooKeeperLock"]
@@ -65,15 +69,18 @@ class ZooKeeperLock(ConsensusLease):
             session: the session timeout is the TTL.
         path: the lock's node, e.g. ``"/locks/ledger"``; contenders' nodes go under it.
         timeout_ms: how long :meth:`acquire` waits by default, every request
-            included (10 s); ``None`` waits as long as it takes.
+            included (:data:`~lockguide.DEFAULT_TIMEOUT_MS`, 10 s); ``None``
+            waits as long as it takes.
         retry_delay_ms: the ``(low, high)`` range each pause after a failed
             request is drawn from.
         request_timeout_ms: how long one request may wait for the ensemble
             (kazoo queues requests while it reconnects).
         clock: the function waits are timed with (default ``time.monotonic``).
+        owner: ``"thread"`` (the default): only the thread that acquired may
+            ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
+            moves it); ``"process"``: any thread of the acquiring process may.
+            A forked child never may, and sees the lock as not held.
 
-    A lock object belongs to the thread that acquired it, as every lock in the
-    reference: another thread's ``release`` or ``check`` raises ``WrongOwner``.
     There is no ``ttl_ms``: the session's timeout, set on the ``KazooClient``,
     is the lease, and :meth:`check` (not a deadline) says whether it still holds.
     """
@@ -87,20 +94,22 @@ class ZooKeeperLock(ConsensusLease):
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = 5_000.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         try:
             from kazoo.client import KazooClient
             from kazoo.protocol.states import KazooState
         except ImportError as error:  # pragma: no cover - an optional extra
             raise ImportError(
-                "ZooKeeperLock needs kazoo: pip install 'lockguide[zookeeper]'"
+                "ZooKeeperLock needs kazoo: pip install kazoo, or pip install '.[zookeeper]' "
+                "in a clone of the lockguide repository"
             ) from error
         if not isinstance(client, KazooClient):
             raise BadArgumentType(
                 f"client must be a started kazoo KazooClient, not {type(client).__name__}"
             )
-        # The base's TTL is a formality here: the session, not a deadline, is the lease.
-        self._init_consensus(path, MAX_TTL_MS, timeout_ms, retry_delay_ms, clock)
+        # The core's TTL is a formality here: the session, not a deadline, is the lease.
+        self._init_consensus(path, MAX_TTL_MS, timeout_ms, retry_delay_ms, clock, owner)
         if not path.startswith("/") or path.endswith("/") or "//" in path:
             raise BadArgument(
                 f"path must be an absolute ZooKeeper path like '/locks/ledger', got {path!r}"
@@ -124,7 +133,7 @@ class ZooKeeperLock(ConsensusLease):
     @property
     def node(self) -> str | None:
         """This holder's sequential node, while held."""
-        return self._value
+        return self.value
 
     def validity_remaining_ms(self) -> float:
         """``inf`` while held on a live, connected session; ``0.0`` otherwise.
@@ -132,7 +141,7 @@ class ZooKeeperLock(ConsensusLease):
         ZooKeeper keeps no deadline a client can read: the session lasts while
         heartbeats arrive. Use :meth:`check` before each write.
         """
-        if self._value is None or self._error is not None or self._suspended:
+        if not self.held or self._error is not None or self._suspended:
             return 0.0
         return float("inf")
 
@@ -167,11 +176,10 @@ class ZooKeeperLock(ConsensusLease):
         """
         from kazoo.exceptions import ConnectionClosedError
 
-        wait_ms = self._wait_ms(blocking, timeout_ms)
         started = self._clock()
-        # One try (blocking=False) still gives each request its own timeout.
-        give_up = None if wait_ms is None or not blocking else started + wait_ms / 1000
-        self.last_error = None
+        give_up = self._give_up_at(blocking, timeout_ms)
+        if not blocking:  # one try still gives each request its own timeout
+            give_up = None
         prefix = f"{uuid.uuid4().hex}-{_NAME}"
         mine: tuple[str, int] | None = None  # our node's name and czxid, once known
         unsure = False  # a create was sent whose reply never came
@@ -187,12 +195,12 @@ class ZooKeeperLock(ConsensusLease):
                         mine = self._create(prefix, give_up)
                         unsure = False
                     below = self._below(mine[0], give_up)
-                    self.last_error = None
+                    self._last_error = None
                     if below is None:  # our node is gone: the session ended; start again
                         mine = None
                         continue
                     if not below:
-                        self._granted(f"{self._key}/{mine[0]}", mine[1], started)
+                        self._won_token(f"{self._key}/{mine[0]}", mine[1], started)
                         mine = None
                         return True
                     if not blocking:
@@ -209,7 +217,7 @@ class ZooKeeperLock(ConsensusLease):
                     waited = (self._clock() - started) * 1000
                     raise ClusterUnavailable(self._key, waited, repr(error)) from error
                 except self._transient() as error:
-                    self.last_error = error
+                    self._last_error = error
                 pause = self._pause_s(random.uniform, give_up) if blocking else 0.0
                 if pause <= 0:
                     return False
@@ -318,8 +326,8 @@ class ZooKeeperLock(ConsensusLease):
         try:
             self._get(self._client.delete_async(node), None)
         except (NoNodeError, SessionExpiredError):  # gone with the session
-            self._forget()
+            self._forget(node)
             raise self._error or LockLost(self._key, "release") from None
         except (KazooException, self._client.handler.timeout_exception) as error:
             raise ClusterUnavailable(self._key, self._request_s * 1000, repr(error)) from error
-        self._forget()
+        self._forget(node)
