@@ -25,8 +25,8 @@ The story this class is written against, in order:
 
 It speaks etcd's v3 API through the JSON gateway every etcd 3.4+ member serves
 (``/v3/kv/txn``, ``/v3/lease/grant``, ``/v3/lease/keepalive``,
-``/v3/lease/revoke``) with urllib3 (``pip install '.[etcd]'`` in a clone of
-the guide's repository), imported when the lock is made: ``import lockguide``
+``/v3/lease/revoke``) with urllib3 (``pip install './lockguide[etcd]'`` from
+a clone: lockguide is not on a package index), imported when the lock is made: ``import lockguide``
 never needs it. Ownership, the total ``acquire`` deadline, ``with`` and the
 lease-loss signal are the ones every lock here shares (:mod:`lockguide._consensus`).
 """
@@ -115,8 +115,8 @@ class EtcdLock(ConsensusLease):
             import urllib3
         except ImportError as error:  # pragma: no cover - an optional extra
             raise ImportError(
-                "EtcdLock needs urllib3: pip install urllib3, or pip install '.[etcd]' "
-                "in a clone of the lockguide repository"
+                "EtcdLock needs urllib3: pip install './lockguide[etcd]' from a clone of "
+                "the lockguide repository (it is not on a package index), or pip install urllib3"
             ) from error
         if isinstance(endpoints, str):
             endpoints = [endpoints]

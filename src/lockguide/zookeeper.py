@@ -24,8 +24,8 @@ The story this class is written against, in order:
    (:class:`~lockguide.FencedStore`, :class:`~lockguide.SqlFencedStore`).
 4. A releases by deleting its node.
 
-It needs kazoo (``pip install '.[zookeeper]'`` in a clone of the guide's
-repository), used through the started ``KazooClient`` the caller passes:
+It needs kazoo (``pip install './lockguide[zookeeper]'`` from a clone:
+lockguide is not on a package index), used through the started ``KazooClient`` the caller passes:
 ``import lockguide`` never needs it. There is no ``ttl_ms``: the lease is the
 kazoo session, whose timeout is set on the ``KazooClient``. Ownership, the total
 ``acquire`` deadline, ``with`` and the lease-loss signal are the ones every
@@ -101,8 +101,8 @@ class ZooKeeperLock(ConsensusLease):
             from kazoo.protocol.states import KazooState
         except ImportError as error:  # pragma: no cover - an optional extra
             raise ImportError(
-                "ZooKeeperLock needs kazoo: pip install kazoo, or pip install '.[zookeeper]' "
-                "in a clone of the lockguide repository"
+                "ZooKeeperLock needs kazoo: pip install './lockguide[zookeeper]' from a clone "
+                "of the lockguide repository (it is not on a package index), or pip install kazoo"
             ) from error
         if not isinstance(client, KazooClient):
             raise BadArgumentType(
