@@ -113,7 +113,7 @@ def _put(pool: redis.ConnectionPool, conn: Any) -> None:
         or "connection_pool" in pool.connection_kwargs
     ):
         # (a Sentinel-managed connection finds the new master through its pool's checkout)
-        pool.release(conn)  # type: ignore[no-untyped-call]
+        pool.release(conn)
         return
     with _IDLE_LOCK:
         _IDLE.setdefault(pool, []).append(conn)
