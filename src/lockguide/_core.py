@@ -18,6 +18,14 @@ Read :mod:`lockguide.lock` first; this module is the one other file ``Lock`` nee
   :mod:`lockguide.aio` drives the same generators over ``redis.asyncio``.
   Redlock's fan-out steps, over N masters, are in :mod:`lockguide.redlock`.
 
+A driver (``lock.py``; ``aio.py`` over ``redis.asyncio``) subclasses
+:class:`ServerSteps` (or ``redlock.RedlockSteps``), calls :meth:`LeaseState._init_lease`,
+sets ``_request_s``, ``_cluster`` and ``_uniform``, overrides :meth:`LeaseState._holder`
+(and ``_owner_kinds``) for its kind of owner, and runs ``_acquire_steps``,
+``_release_steps``, ``_extend_steps`` with its own loop: for each yielded effect,
+perform it (``Send``: :func:`run_script` already handled NOSCRIPT, MOVED and ASK;
+``FanOut``: every master at once) and ``send`` the reply or ``throw`` the error
+back. The asyncio driver alone decides about cancellation and shielding.
 Nothing here reads a private attribute of redis-py.
 """
 

@@ -30,6 +30,7 @@ the time the steps allow.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
 import time
@@ -90,33 +91,79 @@ def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.C
         return pool
 
 
+# Connections kept between requests, per pool: taken without the pool's per-checkout
+# bookkeeping, never shared by two requests at once, as many as were in use at once.
+# A BlockingConnectionPool gets every connection back, so that its waiters wake.
+_IDLE: weakref.WeakKeyDictionary[redis.ConnectionPool, list[Any]] = weakref.WeakKeyDictionary()
+_IDLE_LOCK = threading.Lock()
+
+
+def _take(pool: redis.ConnectionPool) -> tuple[Any, bool]:
+    """A kept connection to ``pool``'s server (and ``True``), or one from the pool."""
+    with _IDLE_LOCK:
+        idle = _IDLE.get(pool)
+        if idle:
+            return idle.pop(), True
+    return pool.get_connection(), False
+
+
+def _put(pool: redis.ConnectionPool, conn: Any) -> None:
+    if (
+        isinstance(pool, redis.BlockingConnectionPool)
+        or "connection_pool" in pool.connection_kwargs
+    ):
+        # (a Sentinel-managed connection finds the new master through its pool's checkout)
+        pool.release(conn)
+        return
+    with _IDLE_LOCK:
+        _IDLE.setdefault(pool, []).append(conn)
+
+
+os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its parent's sockets
+
+
 def request(pool: redis.ConnectionPool, effect: Send) -> Any:
     """Send ``effect``'s commands on one connection; the last reply, or the first error.
 
     A connection whose reply did not come (a timeout, ``Ctrl-C``) is closed, so
-    that reply can never be read later as the answer to another request.
+    that reply can never be read later as the answer to another request. A kept
+    connection the server closed meanwhile (an idle timeout, a restart) gets the
+    commands once more on a new one: the lock commands can be repeated for one value.
     """
-    conn: Any = pool.get_connection()
+    conn, kept = _take(pool)
     try:
         due = time.monotonic() + effect.timeout_s
         conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
-        reply, error = None, None
-        for _ in effect.commands:
-            left = due - time.monotonic()
-            if left <= 0:
-                raise rx.TimeoutError("no reply within the time the request was given")
-            try:
-                reply = conn.read_response(timeout=left)
-            except rx.ResponseError as answered:  # an answer like any other: read on
-                error = error or answered
+        try:
+            reply, error = _read(conn, len(effect.commands), due)
+        except rx.ConnectionError as lost:
+            if not kept or isinstance(lost.__context__, rx.ResponseError):
+                raise  # a fresh connection failed, or the server answered (a demoted master)
+            conn.disconnect()  # closed while it was kept: once more, on a new connection
+            conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
+            reply, error = _read(conn, len(effect.commands), due)
     except BaseException:
         conn.disconnect()
         raise
     finally:
-        pool.release(conn)
+        _put(pool, conn)
     if error is not None:
         raise error
     return reply
+
+
+def _read(conn: Any, count: int, due: float) -> tuple[Any, Any]:
+    """``count`` replies by ``due``: the last, and the first error reply."""
+    reply, error = None, None
+    for _ in range(count):
+        left = due - time.monotonic()
+        if left <= 0:
+            raise rx.TimeoutError("no reply within the time the request was given")
+        try:
+            reply = conn.read_response(timeout=left)
+        except rx.ResponseError as answered:  # an answer like any other: read on
+            error = error or answered
+    return reply, error
 
 
 class Lease(LeaseState):

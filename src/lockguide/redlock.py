@@ -64,7 +64,7 @@ from lockguide._core import (
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Lease, bounded_pool
+from lockguide.lock import Lease, _put, _take, bounded_pool
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -542,6 +542,7 @@ class Redlock(RedlockSteps, Lease):
         results: list[Any] = [None] * n
         conns: list[Any] = [None] * n
         due = [0.0] * n
+        kept = [False] * n
         try:
             cold = [i for i in targets if self._pools[i] not in _WARM]
             if len(cold) > 1:
@@ -553,7 +554,7 @@ class Redlock(RedlockSteps, Lease):
             for i in targets:
                 try:
                     if conns[i] is None and results[i] is None:
-                        conns[i] = self._pools[i].get_connection()
+                        conns[i], kept[i] = _take(self._pools[i])
                     if conns[i] is None:
                         continue
                     encoder = conns[i].encoder  # the commands are encoded once per encoding
@@ -566,7 +567,16 @@ class Redlock(RedlockSteps, Lease):
                     results[i] = error
             for i in targets:
                 if conns[i] is not None and results[i] is None:
-                    results[i] = _replies(conns[i], due[i], len(effect.commands))
+                    results[i] = _replies(conns[i], due[i], effect.commands, self._timeout_s)
+                    lost = results[i]
+                    if (
+                        kept[i]
+                        and isinstance(lost, rx.ConnectionError)
+                        and not isinstance(lost.__context__, rx.ResponseError)
+                    ):
+                        # closed while it was kept (an idle timeout, a restart): once more,
+                        # on a new connection; the lock commands can be repeated for one value
+                        results[i] = _resend(conns[i], effect.commands, self._timeout_s)
                     if not isinstance(results[i], rx.TimeoutError | rx.ConnectionError):
                         _WARM.add(self._pools[i])
                     else:
@@ -579,7 +589,7 @@ class Redlock(RedlockSteps, Lease):
         finally:
             for pool, conn in zip(self._pools, conns, strict=True):
                 if conn is not None:
-                    pool.release(conn)
+                    _put(pool, conn)
         return results
 
     def _acquire_for_with(self) -> None:
@@ -618,16 +628,25 @@ def _connect_all(pools: list[redis.ConnectionPool]) -> list[Any]:
     return results
 
 
-def _replies(conn: Any, due: float, count: int) -> Any:
+def _resend(conn: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float) -> Any:
+    try:
+        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+    except (rx.RedisError, OSError) as error:
+        return error
+    return _replies(conn, time.monotonic() + timeout_s, commands, timeout_s)
+
+
+def _replies(conn: Any, due: float, commands: tuple[Any, ...], timeout_s: float) -> Any:
     """One master's last reply by ``due`` (or its first error reply), or the exception."""
     replies: list[Any] = []
     try:
-        for _ in range(count):
+        for _ in commands:
             left = due - time.monotonic()  # after another master's wait, its reply may be here
             if left <= 0 and not conn.can_read(timeout=0):
                 raise rx.TimeoutError("no reply within node_timeout_ms")
-            try:
-                replies.append(conn.read_response(timeout=max(left, 0.001)))
+            try:  # fresh from sending, the socket's own timeout (the node timeout) bounds it
+                fresh = left > 0.9 * timeout_s
+                replies.append(conn.read_response() if fresh else conn.read_response(timeout=left))
             except rx.ResponseError as error:
                 replies.append(error)  # an answer like any other: keep reading
     except (rx.RedisError, OSError) as error:
