@@ -287,10 +287,7 @@ class ZooKeeperLock(ConsensusLease):
 
     def _get(self, result: Any, give_up: float | None) -> Any:
         """The value of kazoo's asynchronous ``result``, waiting at most one request timeout."""
-        timeout = self._request_s
-        if give_up is not None:
-            timeout = max(0.001, min(timeout, give_up - self._clock()))
-        return result.get(timeout=timeout)
+        return result.get(timeout=max(0.001, self._budget_s(self._request_s, give_up, False)))
 
     def _delete_later(self, name: str) -> None:
         """Ask for ``name`` to be deleted, without waiting (else it goes with the session)."""
