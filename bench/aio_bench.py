@@ -17,7 +17,11 @@ five masters:
 * pottery's ``AIORedlock``: the same two calls.
 
 The contenders take turns in rounds, in a rotating order, so a noisy moment on
-the machine is shared. It prints the median cycle and its ratio to the floor.
+the machine is shared. It prints the median cycle and its ratio to the floor,
+in two modes, as ``bench.redlock_bench`` does: **loopback** (the servers
+directly, which exaggerates client CPU) and **delayed** (the lab's testbed link
+between the client and every server, adding ``--delay-ms``, 0.5 by default, each
+way, in a process of its own).
 Nothing here is part of the test suite; ``tests/lab/test_aio_bench.py`` only
 checks that the command runs.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import importlib.resources
@@ -38,7 +43,8 @@ from dataclasses import dataclass
 
 import redis.asyncio
 
-from bench.redlock_bench import machine
+from bench.redlock_bench import links, machine
+from lockguide import MajorityLost
 from lockguide.aio import Redlock
 from lockguide_lab.testbed import servers
 
@@ -78,6 +84,9 @@ def contenders(masters: list[redis.asyncio.Redis]) -> list[Contender]:
         while True:  # a release without answers in time keeps the lock held: call it again
             try:
                 await ours.release()
+                return
+            except MajorityLost:  # the first try's late answers had deleted it meanwhile
+                MISSES["lockguide.aio Redlock: release found the keys already gone"] += 1
                 return
             except redis.exceptions.RedisError:
                 MISSES["lockguide.aio Redlock: release retried (no answers in time)"] += 1
@@ -140,10 +149,10 @@ def table(group: list[Contender]) -> list[str]:
 
 async def run(addresses: list[tuple[str, int]], rounds: int, cycles: int, warmup: int) -> None:
     masters = [redis.asyncio.Redis(host=host, port=port) for host, port in addresses]
+    MISSES.clear()
     try:
         group = contenders(masters)
         await measure(group, rounds, cycles, warmup)
-        print(f"samples: {rounds * cycles} acquire+release cycles per implementation, median shown")
         print()
         print("\n".join(table(group)))
         for what, count in sorted(MISSES.items()):
@@ -158,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="turns each contender takes")
     parser.add_argument("--cycles", type=int, default=100, help="cycles per turn")
     parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
+    parser.add_argument(
+        "--mode", choices=("loopback", "delayed", "both"), default="both", help="what to measure"
+    )
+    parser.add_argument("--delay-ms", type=float, default=0.5, help="delayed mode: ms each way")
     args = parser.parse_args(argv)
     with servers(5) as started:
         sync_clients = [redis.Redis(host=s.host, port=s.port) for s in started]
@@ -167,8 +180,17 @@ def main(argv: list[str] | None = None) -> int:
             for client in sync_clients:
                 client.close()
         print(f"pottery {importlib.metadata.version('pottery')} (AIORedlock), in one event loop")
-        addresses = [(s.host, s.port) for s in started]
-        asyncio.run(run(addresses, args.rounds, args.cycles, args.warmup))
+        print(f"samples: {args.rounds * args.cycles} acquire+release cycles per implementation")
+        direct = [(s.host, s.port) for s in started]
+        for mode in ("loopback", "delayed") if args.mode == "both" else (args.mode,):
+            with contextlib.ExitStack() as stack:
+                addresses, title = direct, "loopback"
+                if mode == "delayed":
+                    addresses = stack.enter_context(links(direct, args.delay_ms))
+                    title = f"delayed link: +{args.delay_ms:g} ms each way to every server"
+                print()
+                print(f"mode: {title}")
+                asyncio.run(run(addresses, args.rounds, args.cycles, args.warmup))
     return 0
 
 

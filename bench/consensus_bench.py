@@ -9,9 +9,12 @@ three-server ZooKeeper ensemble (the lab's testbed, on loopback), then times
 acquire+release of a lock nobody else wants for ``Lock``, ``FencedLock``,
 ``Redlock`` over five masters, ``EtcdLock`` and ``ZooKeeperLock``, in rotating
 rounds as :mod:`bench.redlock_bench` does, with the same floor (``SET NX PX``
-plus ``EVALSHA`` on one Redis). The consensus locks write through a quorum
-(and etcd and ZooKeeper each fsync their log), which is what the ratio shows.
-Loopback only: the delayed-link mode of the Redis benchmark is not run here.
+plus ``EVALSHA`` on one Redis). The consensus locks write through a quorum,
+which is what the ratio shows; etcd always fsyncs its log before it answers.
+ZooKeeper runs twice, in two ensembles: with ``forceSync=yes``, its default
+(fsync before acknowledging, as etcd does), and with ``forceSync=no`` (what
+the test suite's ensemble uses for speed), each row saying which. Both modes:
+loopback, and every server behind a link that delays each direction.
 """
 
 from __future__ import annotations
@@ -43,24 +46,32 @@ class Cycled(Protocol):
 
 
 def measure_mode(
-    masters: list[redis.Redis], etcd_endpoints: list[str], zk_hosts: str, args: argparse.Namespace
+    masters: list[redis.Redis],
+    etcd_endpoints: list[str],
+    zk_hosts: tuple[str, str],
+    args: argparse.Namespace,
 ) -> list[str]:
-    """One run of every contender against these addresses; the table's lines."""
+    """One run of every contender against these addresses; the table's lines.
+
+    ``zk_hosts``: the ensemble with ``forceSync=yes``, then the one with ``no``.
+    """
     from kazoo.client import KazooClient
 
     one = masters[0]
     value = "f" * 40
     script = (importlib.resources.files("lockguide") / "scripts" / "release.lua").read_text()
     release = one.register_script(script)
-    kazoo = KazooClient(hosts=zk_hosts, timeout=10.0)
-    kazoo.start(timeout=10)
+    synced, unsynced = (KazooClient(hosts=h, timeout=10.0) for h in zk_hosts)
+    for kazoo in (synced, unsynced):
+        kazoo.start(timeout=10)
     try:
         locks: dict[str, Cycled] = {
             "lock": Lock(one, "bench:lock", ttl_ms=TTL_MS),
             "fenced": FencedLock(one, "bench:fenced", ttl_ms=TTL_MS),
             "redlock": Redlock(masters, "bench:redlock", ttl_ms=TTL_MS),
-            "etcd": EtcdLock(etcd_endpoints, "bench:etcd", TTL_MS),
-            "zookeeper": ZooKeeperLock(kazoo, "/bench/zookeeper"),
+            "etcd": EtcdLock(etcd_endpoints, "bench:etcd", ttl_ms=TTL_MS),
+            "zookeeper": ZooKeeperLock(synced, "/bench/zookeeper"),
+            "zookeeper-nosync": ZooKeeperLock(unsynced, "/bench/zookeeper"),
         }
 
         def floor() -> None:
@@ -81,15 +92,17 @@ def measure_mode(
             "fenced": "lockguide FencedLock, one Redis",
             "redlock": f"lockguide Redlock, {len(masters)} masters",
             "etcd": "lockguide EtcdLock, 3-member etcd",
-            "zookeeper": "lockguide ZooKeeperLock, 3-server ZooKeeper",
+            "zookeeper": "lockguide ZooKeeperLock, 3 servers, forceSync=yes (default)",
+            "zookeeper-nosync": "lockguide ZooKeeperLock, 3 servers, forceSync=no",
         }
         group = [Contender("baseline: SET NX PX + EVALSHA, one node", floor, [])]
         group += [cycle(name) for name in labels]
         measure(group, args.rounds, args.cycles, args.warmup)
         return table_rows(group)
     finally:
-        kazoo.stop()
-        kazoo.close()
+        for kazoo in (synced, unsynced):
+            kazoo.stop()
+            kazoo.close()
 
 
 def _address(url_or_host: str) -> tuple[str, int]:
@@ -111,21 +124,25 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="lockguide-bench-") as base,
         five_masters() as masters,
         EtcdCluster(Path(base) / "etcd") as etcd,
-        ZooKeeperEnsemble(Path(base) / "zookeeper") as zookeeper,
+        ZooKeeperEnsemble(Path(base) / "zookeeper", force_sync=True) as zookeeper,
+        ZooKeeperEnsemble(Path(base) / "zookeeper-nosync") as unsynced,
     ):
+        ensembles = (zookeeper.hosts, unsynced.hosts)
         print(f"samples: {args.rounds * args.cycles} cycles per implementation, median shown")
         if args.mode in ("loopback", "both"):
             print("\nmode: loopback\n")
-            print("\n".join(measure_mode(masters, etcd.endpoints, zookeeper.hosts, args)))
+            print("\n".join(measure_mode(masters, etcd.endpoints, ensembles, args)))
         if args.mode in ("delayed", "both"):
             members = [_address(e) for e in etcd.endpoints]
-            servers = [_address(h) for h in zookeeper.hosts.split(",")]
+            servers = [_address(h) for e in ensembles for h in e.split(",")]
             with (
                 behind_links(masters, args.delay_ms) as slow_masters,
                 links(members + servers, args.delay_ms) as addresses,
             ):
                 endpoints = [f"http://{h}:{p}" for h, p in addresses[: len(members)]]
-                hosts = ",".join(f"{h}:{p}" for h, p in addresses[len(members) :])
+                behind = [f"{h}:{p}" for h, p in addresses[len(members) :]]
+                half = len(behind) // 2
+                hosts = (",".join(behind[:half]), ",".join(behind[half:]))
                 print(f"\nmode: delayed link: +{args.delay_ms:g} ms each way to every server\n")
                 print("\n".join(measure_mode(slow_masters, endpoints, hosts, args)))
     return 0

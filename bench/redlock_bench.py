@@ -150,6 +150,14 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
         held = dlm.lock("bench:redlock-py", TTL_MS)
         dlm.unlock(held)
 
+    def lockguide_lock_per_use() -> None:  # the common way: `with Lock(r, key, ...)` per request
+        with Lock(one, "bench:lock-new", ttl_ms=TTL_MS, timeout_ms=1_000):
+            pass
+
+    def lockguide_redlock_per_use() -> None:
+        with Redlock(masters, "bench:redlock-new", ttl_ms=TTL_MS, timeout_ms=1_000):
+            pass
+
     n = len(masters)
     return [
         Contender("baseline: SET NX PX + EVALSHA, one node", floor, []),
@@ -158,6 +166,10 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
         Contender(f"lockguide Redlock, {n} masters", lockguide_redlock, []),
         Contender(f"pottery Redlock, {n} masters", pottery_redlock, []),
         Contender(f"redlock-py, {n} masters", redlock_py, []),
+        Contender("lockguide Lock, one node, new object each time", lockguide_lock_per_use, []),
+        Contender(
+            f"lockguide Redlock, {n} masters, new object each time", lockguide_redlock_per_use, []
+        ),
     ]
 
 
@@ -222,7 +234,7 @@ def table_rows(group: list[Contender]) -> list[str]:
 def table(group: list[Contender]) -> list[str]:
     medians = {c.name: statistics.median(c.samples) / 1000 for c in group}
     lines = table_rows(group)
-    ours, pottery, redlock_py = (medians[c.name] for c in group[3:6])
+    ours, pottery, redlock_py = (medians[c.name] for c in group[3:6])  # in contenders' order
     lines += [
         "",
         f"lockguide Redlock vs pottery: {pottery / ours:.1f}x faster; "

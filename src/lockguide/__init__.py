@@ -6,6 +6,7 @@ and typed errors that say what to do next. The same locks on ``redis.asyncio``,
 under the same names, are in :mod:`lockguide.aio`.
 """
 
+from lockguide._core import DEFAULT_TIMEOUT_MS
 from lockguide.errors import (
     AlreadyAcquired,
     BadArgument,
@@ -33,6 +34,7 @@ from lockguide.validity import Verdict, drift_ms, judge, quorum, ttl_for_validit
 from lockguide.versioned import CasResult, Versioned, VersionedValue
 
 __all__ = [
+    "DEFAULT_TIMEOUT_MS",
     "AlreadyAcquired",
     "Attempt",
     "BadArgument",

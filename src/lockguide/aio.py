@@ -1,45 +1,27 @@
 """The same locks on ``redis.asyncio``: ``Lock``, ``FencedLock``, ``Redlock``, ``Watchdog``.
 
-``FencedStore`` too, so that an asyncio holder's writes are fenced without a
-blocking call.
+Every decision is :mod:`lockguide._core`'s (and :mod:`lockguide.redlock`'s): the
+same steps the synchronous locks run. This module only performs their effects over
+``redis.asyncio``, and it is the one place that knows about cancellation.
 
-Everything that is not I/O is the synchronous code's, imported, not copied: the
-argument checks, the scripts, the lease state and its rules
-(:class:`lockguide._base.LeaseState`), the Redlock checks and arithmetic, the
-errors. What changes is who a lock belongs to and how a request is waited for.
-
-* **Owner: the task.** A lock object belongs to the asyncio task that acquired
-  it; another task's ``release()`` or ``extend()`` raises
-  :class:`~lockguide.WrongOwner` (the :class:`Watchdog`'s task is let in).
-* **Cancellation is an interruption like** ``Ctrl-C``. The story, in order:
-  a task sends ``SET lock:ledger <value> NX PX 30000``; Redis stores it; the
-  task is cancelled (``asyncio.timeout``, a client that went away) before the
-  reply is read. Nobody holds a lock object for that key, so it would keep
-  everybody out for 30 s. So the acquire deletes its own value
-  (compare-and-delete, shielded from a second cancellation) and re-raises
-  ``CancelledError``.
-* **Redlock's requests are in flight at once**: the command is written to every
-  master, then every reply is awaited, each for at most the per-node timeout
-  after its request; a master that does not answer in time counts as "no", and
-  its connection is closed so a late reply can never be read as another's.
-
-Each lock talks to its server through a pool of its own made from the client's
-public settings, with every socket operation bounded and redis-py's retries off,
-as the synchronous locks do (:func:`lockguide._base.bounded_async_pool`).
-
-Example::
-
-    import redis.asyncio
-
-    from lockguide.aio import Lock
-
-    async def nightly_report() -> None:
-        r = redis.asyncio.Redis()
-        async with Lock(r, "lock:nightly-report", ttl_ms=30_000, timeout_ms=2_000) as lock:
-            await build_report()
-            if lock.validity_remaining_ms() < 1_000:
-                raise RuntimeError("too little lease left to publish safely")
-            await publish_report()
+* **Owner** (``owner="task"``, the default): the task that *calls* ``acquire()``,
+  read when the coroutine is made, so ``await asyncio.wait_for(lock.acquire(), 2)``,
+  ``asyncio.gather(lock.acquire())`` and ``await asyncio.shield(lock.release())``
+  act for the task that wrote them (Python 3.11 runs them in a task of their own).
+  Another task's ``release()`` or ``extend()`` raises ``WrongOwner``;
+  ``lock.hand_over(task)`` gives the lock to another task; ``owner="process"``
+  lets any task of the process use it. In a forked child the lock is not held.
+* **Cancellation.** A release, once started, runs to its reply in a task of its
+  own, however often the caller is cancelled (anyio cancels at every ``await``);
+  the cancellation goes on after it. So the object never says "free" while the
+  key is there, nor "held" for a grant Redis deleted; no answer keeps it held,
+  and ``release()`` can be called again. An acquire cancelled mid-request returns
+  at once and deletes its own value in the background (``aclose()`` waits for it).
+* **Connections**: a pool of the lock's own per client (the client's settings,
+  class and size; redis-py's retries off), each request bounded by the time the
+  steps give it; a connection whose reply did not come is closed.
+  ``await lock.aclose()`` closes them. A ``RedisCluster`` is served through its
+  nodes' connections, ``MOVED`` and ``ASK`` followed as the steps say.
 """
 
 from __future__ import annotations
@@ -48,60 +30,51 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Collection
+import weakref
+from collections.abc import Callable, Collection, Coroutine
 from types import TracebackType
 from typing import Any, Self
 
 import redis.asyncio
 from redis import exceptions as rx
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
-from lockguide._base import (
-    EXTEND,
-    RELEASE,
+from lockguide import fencing, redlock
+from lockguide._core import (
+    DEFAULT_TIMEOUT_MS,
     UNSET,
-    LeaseState,
-    LuaScript,
-    bounded_async_pool,
-    check_client_of,
-    check_ms,
-    check_ttl_ms,
-    note_failed_release,
-)
-from lockguide.errors import (
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
+    LeaseState,
     LockError,
     LockLost,
-    MajorityLost,
-    MasterError,
-    NoQuorum,
-    NotAcquired,
     NotOwned,
+    Owner,
+    Send,
+    ServerSteps,
+    Sleep,
+    Steps,
+    T,
+    check_client_of,
+    check_ms,
+    note_failed_release,
+    pool_settings,
+    run_script,
 )
-from lockguide.fencing import (
-    FENCED_ACQUIRE,
-    FENCED_WRITE,
-    Stored,
-    WriteResult,
-    _check_write,
-    _raise_if_refused,
-    check_counter_key,
-    check_store_key,
-)
+from lockguide.fencing import FENCED_WRITE, Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
-from lockguide.redlock import (
-    DEFAULT_NODE_TIMEOUT_MS,
-    Attempt,
-    check_masters,
-    check_redlock_options,
-    tally,
-)
+from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps
 from lockguide.renewal import WatchdogState, check_renewal
-from lockguide.tokens import new_lock_value
 from lockguide.validity import quorum
 
-__all__ = ["FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
+
+_POOLS: weakref.WeakKeyDictionary[Any, dict[float, redis.asyncio.ConnectionPool]]
+_POOLS = weakref.WeakKeyDictionary()
+_BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled caller
 
 
 def check_client(client: object, name: str = "client") -> redis.asyncio.Redis:
@@ -109,25 +82,163 @@ def check_client(client: object, name: str = "client") -> redis.asyncio.Redis:
     return check_client_of(redis.asyncio.Redis, "redis.asyncio.Redis", client, name)
 
 
-async def _shielded(work: Any) -> None:
-    """Finish ``work`` (a clean-up) even if this task is cancelled again meanwhile."""
-    with contextlib.suppress(Exception):
-        await asyncio.shield(work)
+def bounded_pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
+    """The locks' own pool to ``client``'s server (:func:`lockguide._core.pool_settings`)."""
+    source = client.connection_pool
+    mine = _POOLS.setdefault(source, {})
+    if timeout_s not in mine:
+        settings = pool_settings(source, timeout_s) | {"retry": Retry(NoBackoff(), 0)}
+        blocking = isinstance(source, redis.asyncio.BlockingConnectionPool)
+        kind = redis.asyncio.BlockingConnectionPool if blocking else redis.asyncio.ConnectionPool
+        mine[timeout_s] = kind(**settings)
+    return mine[timeout_s]
+
+
+def _task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop running
+        return None
+
+
+async def _finish(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile, then deliver that."""
+    task = asyncio.ensure_future(work)
+    cancelled: BaseException | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as error:  # once, twice, or anyio's every iteration
+            cancelled = error
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the lock's state says what happened
+        raise cancelled
+    return task.result()
+
+
+async def _quietly(work: Coroutine[Any, Any, Any]) -> None:
+    with contextlib.suppress(BaseException):  # a clean-up: the TTL ends what it cannot
+        await work
+
+
+async def _exchange(
+    where: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float
+) -> list[Any]:
+    """Send ``commands`` in one write on a connection of ``where`` (a pool or a cluster node).
+
+    The replies, error replies among them; within ``timeout_s``, connecting included.
+    """
+    pooled = isinstance(where, redis.asyncio.ConnectionPool)
+    conn, replies = None, []
+    try:
+        async with asyncio.timeout(timeout_s):
+            conn = await where.get_connection() if pooled else where.acquire_connection()
+            for command in commands:  # all written before any reply is read
+                await conn.send_command(*command, check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response())
+                except rx.ResponseError as answered:  # an answer like any other: read on
+                    replies.append(answered)
+    except BaseException as error:
+        if conn is not None:
+            await conn.disconnect(nowait=True)  # a reply may still come: never read it later
+        if isinstance(error, TimeoutError):
+            raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
+        raise
+    finally:
+        if conn is not None:
+            await where.release(conn) if pooled else where.release(conn)
+    return replies
 
 
 class AsyncLease(LeaseState):
-    """A :class:`~lockguide._base.LeaseState` owned by an asyncio task, with ``async with``."""
+    """The asyncio driver of the steps: owner by task, cancellation, ``async with``."""
+
+    _owner_kinds = ("task", "process")
+    _calling: object = None
+    _pools: list[redis.asyncio.ConnectionPool]
+
+    def _start(self) -> None:
+        self._pending: set[asyncio.Task[Any]] = set()
 
     def _holder(self) -> object:
-        """The current asyncio task: a grant belongs to the task that won it."""
-        return asyncio.current_task()
+        return self._calling or _task()
 
-    async def release(self) -> object:
-        """Release what ``acquire`` took; every lock defines it."""
+    async def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
+        return await self._send(effect)
+
+    async def _send(self, effect: Any) -> Any:
+        raise NotImplementedError
+
+    def acquire(
+        self, *, blocking: bool = True, timeout_ms: float | None = UNSET
+    ) -> Coroutine[Any, Any, bool]:
+        """Try to take the lock; ``True`` if this call got it, ``False`` once the time ran out.
+
+        Timeouts and lost connections are retried within ``timeout_ms`` (kept as
+        :attr:`last_error`); an error no retry can fix raises at once.
+        """
+        return self._drive(self._acquire_steps(blocking, timeout_ms))  # type: ignore[attr-defined]
+
+    def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
+        """The coroutine that runs ``steps`` for the task calling now (see the module)."""
+        if not finish:
+            return self._go(steps, _task())
+        self._calling = caller = _task()  # a release checks its owner now, in the caller
+        try:
+            effect = next(steps)
+        finally:
+            self._calling = None
+        return _finish(self._go(steps, caller, effect))
+
+    async def _go(self, steps: Steps[T], caller: object, effect: Any = None) -> T:
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            if effect is None:
+                self._calling = caller  # the owner checks see the caller, not a wrapper task
+                try:
+                    effect = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                finally:
+                    self._calling = None
+            try:
+                reply, error = await self._perform(effect), None
+            except asyncio.CancelledError as cancelled:  # the steps' clean-up: in the background
+                self._calling = caller
+                try:
+                    effect = steps.throw(cancelled)
+                finally:
+                    self._calling = None
+                task = asyncio.ensure_future(_quietly(self._go(steps, caller, effect)))
+                for tasks in (_BACKGROUND, self._pending):
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                raise cancelled from None
+            except BaseException as raised:
+                reply, error = None, raised
+            effect = None
+
+    async def aclose(self) -> None:
+        """Finish this lock's clean-ups (a cancelled acquire's delete), then close its connections.
+
+        Connections another lock on the same client is using are left to it.
+        """
+        while self._pending:
+            await asyncio.wait(set(self._pending))
+        for pool in self._pools:
+            await pool.disconnect(inuse_connections=False)
+
+    def release(self) -> Coroutine[Any, Any, Any]:
         raise NotImplementedError
 
     async def _acquire_for_with(self) -> None:
-        """Acquire for ``async with``, or raise the lock's own "not acquired" error."""
         raise NotImplementedError
 
     async def __aenter__(self) -> Self:
@@ -140,14 +251,8 @@ class AsyncLease(LeaseState):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Release if still held. The body's own exception always wins.
-
-        As the synchronous ``with``: a loss already reported is not reported
-        again; a failed release becomes a note on the body's exception (a
-        ``CancelledError`` too); after a body that succeeded, a lost lease is
-        raised here (``LockLost``, ``MajorityLost``).
-        """
-        if self._value is None:
+        """Release if this task still owns it (not if handed over); the body's exception wins."""
+        if not self.held or (self._owners and not any(o is _task() for o in self._owners)):
             return
         if exc is None:
             await self.release()
@@ -158,27 +263,12 @@ class AsyncLease(LeaseState):
             note_failed_release(exc, self._key, error)
 
 
-class Lock(AsyncLease):
+class Lock(AsyncLease, ServerSteps):
     """:class:`lockguide.Lock` on ``redis.asyncio``: a lease on one Redis instance.
 
-    The arguments, errors and rules are :class:`lockguide.Lock`'s; ``client``
-    is a ``redis.asyncio.Redis``, and the methods that talk to Redis are
-    coroutines. The lock belongs to the task that acquired it.
-
-    Args:
-        client: a ``redis.asyncio.Redis``; the lock uses its address,
-            credentials and encoding, on connections of its own.
-        key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a whole number of milliseconds (at most a week).
-        timeout_ms: how long :meth:`acquire` keeps trying by default;
-            ``None`` waits as long as it takes.
-        retry_delay_ms: the ``(low, high)`` range each pause between attempts
-            is drawn from at random.
-        request_timeout_ms: how long one request may wait for Redis
-            (connecting included); then ``redis.exceptions.TimeoutError``.
-        drift_factor: the fraction of the TTL set aside for clock drift (1 %).
-        drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function the lease is timed with, in seconds (``time.monotonic``).
+    The arguments, errors and rules are :class:`lockguide.Lock`'s, except ``owner``
+    (``"task"`` or ``"process"``); ``client`` is a ``redis.asyncio.Redis`` or
+    ``RedisCluster``, and the methods that talk to Redis return coroutines.
 
     Example::
 
@@ -191,150 +281,109 @@ class Lock(AsyncLease):
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | RedisCluster,
         key: str,
-        ttl_ms: int,
         *,
-        timeout_ms: float | None = None,
+        ttl_ms: int,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "task",
     ) -> None:
-        self._client = check_client(client)
+        self._cluster = isinstance(client, RedisCluster)
+        self._client = client if self._cluster else check_client(client)
         self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
         )
-        timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
-        self._redis = redis.asyncio.Redis(
-            connection_pool=bounded_async_pool(self._client, timeout / 1000)
-        )
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
+        self._uniform = random.uniform
+        self._pools = [] if self._cluster else [bounded_pool(self._client, self._request_s)]  # type: ignore[arg-type]
+        self._start()
 
-    async def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
-        """Try to take the lock; ``True`` if this call got it (see :meth:`lockguide.Lock.acquire`).
-
-        Cancelled while a ``SET`` is in flight, it deletes its own value (if
-        Redis stored it) before ``CancelledError`` goes on.
-        """
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        while True:
-            value = new_lock_value()
-            started = self._clock()
-            try:
-                granted = await self._grant(value)
-                if granted and self._clock() < started + self._usable_ms / 1000.0:
-                    self._won(value, started)
-                    return True
-            except BaseException:
-                # A lost reply after Redis stored the key, or a cancellation
-                # mid-request: remove our value (if it is there) before going on.
-                await self._discard(value)
-                raise
-            if granted:  # granted, but the reply took the whole lease
-                await self._discard(value)
-            pause = self._pause_s(random.uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            await asyncio.sleep(pause)
-
-    async def release(self) -> None:
-        """Release with compare-and-delete; if Redis does not answer, call it again.
+    def release(self) -> Coroutine[Any, Any, None]:
+        """Release with compare-and-delete, finished even if the caller is cancelled meanwhile.
 
         Raises:
-            NotOwned: this object does not hold the lock.
-            WrongOwner: another task acquired it.
+            NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             LockLost: the lease had expired; the key was left untouched.
+            redis.exceptions.TimeoutError: no answer; the lock stays held here: call again.
         """
-        value = self._check_owner("release")
-        deleted = await RELEASE.run_async(self._redis, (self._key,), (value,))
-        self._value = None
-        if deleted != 1:
-            raise LockLost(self._key, "release")
+        return self._drive(self._release_steps(), finish=True)
 
-    async def extend(self, ttl_ms: int | None = None) -> None:
+    def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, None]:
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
 
         Raises:
-            NotOwned: this object does not hold the lock.
-            WrongOwner: another task acquired it.
+            NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             LockLost: the key was gone or someone else's; the lock is no longer held.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend")
-        started = self._clock()
-        if await EXTEND.run_async(self._redis, (self._key,), (value, new_ttl)) != 1:
-            self._value = None
-            raise LockLost(self._key, "extend")
-        self._deadline = started + usable_ms / 1000.0
+        return self._drive(self._extend_steps(ttl_ms))
 
     async def locked(self) -> bool:
         """Whether anybody (this object or another client) holds the lock now."""
-        return bool(await self._redis.exists(self._key))
+        return bool(await self._ask("EXISTS"))
 
     async def owned(self) -> bool:
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
-        if self._value is None:
-            return False
-        current = await self._redis.get(self._key)
-        if isinstance(current, bytes):
-            current = current.decode("utf-8", "replace")
-        return bool(current == self._value)
+        mine = self.value
+        return mine is not None and await self._ask("GET") in (mine, mine.encode())
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
         return f"<aio.{type(self).__name__} {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    async def _grant(self, value: str) -> bool:
-        """One ``SET key value NX PX ttl``: True if Redis stored it."""
-        return bool(await self._redis.set(self._key, value, nx=True, px=self._ttl_ms))
+    def _ask(self, command: str) -> Coroutine[Any, Any, Any]:
+        return self._drive(run_script(None, (command, self._key), self._request_s, self._cluster))
 
-    async def _discard(self, value: str) -> None:
-        """Best effort: delete ``value`` if it is the key's (the caller is raising anyway)."""
-        await _shielded(RELEASE.run_async(self._redis, (self._key,), (value,)))
+    async def _send(self, effect: Send) -> Any:
+        where = self._pools[0] if self._pools else await self._node(effect)
+        replies = await _exchange(where, effect.commands, effect.timeout_s)
+        errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+        if errors:
+            raise errors[0]
+        return replies[-1]
+
+    async def _node(self, effect: Send) -> Any:
+        """On a Cluster: the node a redirect named, else the key's master (slot map re-learnt
+        after ``MOVED`` by one read through the cluster client)."""
+        cluster: Any = self._client
+        try:
+            async with asyncio.timeout(effect.timeout_s):
+                await cluster.initialize()
+                if effect.refresh:
+                    with contextlib.suppress(rx.RedisError):
+                        await cluster.exists(self._key)
+        except TimeoutError:
+            raise rx.TimeoutError("the cluster's slot map could not be read in time") from None
+        named = None if effect.node is None else cluster.get_node(*effect.node)
+        return named or cluster.get_node_from_key(self._key)
 
     async def _acquire_for_with(self) -> None:
         if not await self.acquire():
-            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-            raise NotAcquired(self._key, waited)
+            raise self._not_acquired() from self._last_error
 
 
 class FencedLock(Lock):
     """:class:`lockguide.FencedLock` on ``redis.asyncio``: every acquisition carries a token.
 
-    One script takes the lock and draws the next token (``INCR`` of a counter
-    that never expires, in the lock key's hash slot by default). Arguments are
-    :class:`Lock`'s, plus ``counter_key``.
+    One script takes the lock and draws the next token. Arguments are
+    :class:`Lock`'s, plus ``counter_key`` (by default in the lock key's hash slot).
     """
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | RedisCluster,
         key: str,
-        ttl_ms: int,
         *,
+        ttl_ms: int,
         counter_key: str | None = None,
-        timeout_ms: float | None = None,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            client,
-            key,
-            ttl_ms,
-            timeout_ms=timeout_ms,
-            retry_delay_ms=retry_delay_ms,
-            request_timeout_ms=request_timeout_ms,
-            drift_factor=drift_factor,
-            drift_floor_ms=drift_floor_ms,
-            clock=clock,
-        )
-        self._counter_key = check_counter_key(self._key, counter_key)
+        super().__init__(client, key, ttl_ms=ttl_ms, **options)
+        self._counter_key = fencing.check_counter_key(self._key, counter_key)
         self._token: int | None = None
 
     @property
@@ -344,32 +393,15 @@ class FencedLock(Lock):
 
     @property
     def token(self) -> int:
-        """The fencing token of the current acquisition.
+        """The fencing token of the current acquisition (``NotOwned`` when not held)."""
+        return fencing.FencedLock.token.fget(self)  # type: ignore[attr-defined,no-any-return]
 
-        Raises:
-            NotOwned: this object does not hold the lock.
-        """
-        if self._token is None or self._value is None:
-            raise NotOwned(self._key, "read the fencing token of")
-        return self._token
-
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<aio.FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
-
-    async def _grant(self, value: str) -> bool:
-        """Take the lock and draw its token in one script."""
-        keys = (self._key, self._counter_key)
-        token = int(await FENCED_ACQUIRE.run_async(self._redis, keys, (value, self._ttl_ms)))
-        self._token = token or None
-        return token > 0
+    _grant_command = fencing.FencedLock._grant_command
+    _granted = fencing.FencedLock._granted
 
 
 class FencedStore:
     """:class:`lockguide.FencedStore` on ``redis.asyncio``: writes only with a newer token.
-
-    The same hash and the same script: ``value`` and ``token`` (the highest
-    accepted) change only if the write's token is greater, in one atomic step.
 
     Args:
         client: a ``redis.asyncio.Redis`` (may be another server than the lock's).
@@ -382,27 +414,20 @@ class FencedStore:
         self, client: redis.asyncio.Redis, key: str, *, lock: FencedLock | None = None
     ) -> None:
         self._client = check_client(client)
-        self._key = check_store_key(key, lock, FencedLock)
+        self._key = fencing.check_store_key(key, lock, FencedLock)
+        self._write = self._client.register_script(FENCED_WRITE.source)
 
-    @property
-    def key(self) -> str:
-        """The Redis key of the hash."""
-        return self._key
+    key = fencing.FencedStore.key
 
     async def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
-        token, value = _check_write(token, value)
-        reply = await FENCED_WRITE.run_async(self._client, (self._key,), (token, value))
-        accepted, highest = reply
+        token, value = fencing._check_write(token, value)
+        accepted, highest = await self._write(keys=[self._key], args=[token, value])
         return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
 
     async def write(self, token: int, value: str) -> WriteResult:
-        """Like :meth:`try_write`, but a refusal raises.
-
-        Raises:
-            StaleToken: a token at least as high was already accepted; nothing written.
-        """
-        return _raise_if_refused(self._key, await self.try_write(token, value))
+        """Like :meth:`try_write`, but a refusal raises ``StaleToken`` (nothing written)."""
+        return fencing._raise_if_refused(self._key, await self.try_write(token, value))
 
     async def read(self) -> Stored:
         """The current value and the highest token accepted."""
@@ -411,13 +436,13 @@ class FencedStore:
         return Stored(value=value, token=int(raw_token or 0))
 
 
-class Redlock(AsyncLease):
+class Redlock(RedlockSteps, AsyncLease):
     """:class:`lockguide.Redlock` on ``redis.asyncio``: a lease on a majority of N masters.
 
-    The arguments, checks, arithmetic and errors are :class:`lockguide.Redlock`'s;
-    ``masters`` are ``redis.asyncio.Redis`` clients. Each try writes
-    ``SET key value NX PX ttl`` to every master, then awaits every reply, each
-    for at most ``node_timeout_ms`` after its own request.
+    The arguments, checks, arithmetic and errors are :class:`lockguide.Redlock`'s,
+    except ``owner`` (``"task"`` or ``"process"``); ``masters`` are
+    ``redis.asyncio.Redis`` clients. Each request is written to every master, then
+    every reply awaited, each for at most ``node_timeout_ms``.
 
     Example::
 
@@ -433,36 +458,39 @@ class Redlock(AsyncLease):
         self,
         masters: Collection[redis.asyncio.Redis],
         key: str,
-        ttl_ms: int,
         *,
+        ttl_ms: int,
         node_timeout_ms: float = DEFAULT_NODE_TIMEOUT_MS,
-        timeout_ms: float | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        max_extensions: int = 3,
+        max_extensions: int | None = None,
         rng: random.Random | None = None,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
+        owner: Owner = "task",
     ) -> None:
-        clients, where = check_masters(
+        for i, master in enumerate(masters if isinstance(masters, Collection) else ()):
+            if isinstance(master, RedisCluster):
+                raise redlock._cluster_refused(f"masters[{i}]")
+        clients, self._where = redlock.check_masters(
             masters, redis.asyncio.Redis, check_client, "redis.asyncio.Redis"
         )
         self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
         )
-        node_timeout = check_redlock_options(
+        self._node_timeout_ms = redlock.check_redlock_options(
             self, node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt
         )
-        self._masters, self._where = clients, where
-        self._quorum = quorum(len(clients))
-        self._node_timeout_ms = node_timeout
-        self._pools = [bounded_async_pool(c, node_timeout / 1000.0) for c in clients]
-        self._max_extensions = max_extensions
+        self._masters: tuple[redis.asyncio.Redis, ...] = clients
+        self._quorum, self._timeout_s = quorum(len(clients)), self._node_timeout_ms / 1000
+        self._pools = [bounded_pool(c, self._timeout_s) for c in clients]
+        self._max_extensions, self._on_attempt = max_extensions, on_attempt
         self._uniform = (rng or random.Random()).uniform
-        self._on_attempt = on_attempt
         self._extensions = self._released = 0
         self._last: Attempt | None = None
+        self._start()
 
     @property
     def masters(self) -> tuple[redis.asyncio.Redis, ...]:
@@ -480,52 +508,29 @@ class Redlock(AsyncLease):
         return self._node_timeout_ms
 
     @property
-    def extensions_left(self) -> int:
-        """How many more times :meth:`extend` may renew the current acquisition."""
-        return self._max_extensions - self._extensions
+    def extensions_left(self) -> int | None:
+        """How many more times :meth:`extend` may renew this acquisition (``None``: no bound)."""
+        bound = self._max_extensions
+        return None if bound is None else bound - self._extensions
 
     @property
     def last_attempt(self) -> Attempt | None:
         """The outcome of the most recent try (``None`` before any)."""
         return self._last
 
-    async def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
-        """Try to take the lock on a majority of masters; ``True`` if this call got it.
+    def release(self) -> Coroutine[Any, Any, int]:
+        """Release on every master at once (finished even under cancellation); how many deleted.
 
-        Raises:
-            MasterError: a master answered an error no retry can fix.
-        """
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        while not await self._try(new_lock_value()):
-            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            await asyncio.sleep(pause)
-        return True
-
-    async def release(self) -> int:
-        """Release with compare-and-delete on every master; how many deleted this holder's key.
-
-        If masters did not answer and could still make up a majority, their
-        error is raised and the lock stays held in this object: call again.
+        If masters did not answer and could still make up a majority, their error is
+        raised and the lock stays held here: call again.
 
         Raises:
             NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
             MajorityLost: fewer than a majority still held this holder's value.
         """
-        value = self._check_owner("release")
-        replies = await self._run(RELEASE, value)
-        self._released += replies.count(1)
-        errors = [reply for reply in replies if isinstance(reply, Exception)]
-        if errors and self._released < self._quorum <= self._released + len(errors):
-            raise errors[0]
-        self._value = None
-        if self._released < self._quorum:
-            raise self._majority_lost("release", self._released)
-        return self._released
+        return self._drive(self._release_steps(), finish=True)
 
-    async def extend(self, ttl_ms: int | None = None) -> int:
+    def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, int]:
         """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
 
         Raises:
@@ -534,181 +539,88 @@ class Redlock(AsyncLease):
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend")
-        if self._extensions >= self._max_extensions:
-            raise ExtensionLimitReached(self._key, self._max_extensions)
-        started = self._clock()
-        extended = 0
-        if started < self._deadline:
-            extended = (await self._run(EXTEND, value, new_ttl)).count(1)
-        if extended >= self._quorum and self._clock() < self._deadline:
-            self._deadline = started + usable_ms / 1000.0
-            self._extensions += 1
-            return extended
-        self._value = None
-        await self._release_quietly(value)
-        if extended < self._quorum and started < self._deadline:
-            raise self._majority_lost("extend", extended)
-        raise LockLost(self._key, "extend")
+        return self._drive(self._extend_steps(ttl_ms))
 
     async def locked(self) -> bool:
         """Whether a majority of masters hold the key now, for anyone."""
-        return (await self._fan_out(("EXISTS", self._key))).count(1) >= self._quorum
+        replies: list[Any] = await self._send(FanOut((("EXISTS", self._key),)))
+        return replies.count(1) >= self._quorum
 
     async def owned(self) -> bool:
         """Whether a majority of masters hold this object's value now."""
-        mine = self._value
+        mine = self.value
         if mine is None:
             return False
-        replies = await self._fan_out(("GET", self._key))
+        replies = await self._send(FanOut((("GET", self._key),)))
         return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
 
     def __repr__(self) -> str:
-        state = "held" if self.held else "not held"
-        return (
-            f"<aio.Redlock {self._key!r} masters={len(self._masters)} "
-            f"ttl_ms={self._ttl_ms} {state}>"
-        )
+        where = f"masters={len(self._masters)} ttl_ms={self._ttl_ms}"
+        return f"<aio.Redlock {self._key!r} {where} {'held' if self.held else 'not held'}>"
 
-    # -- internals ---------------------------------------------------------------------
-
-    async def _try(self, value: str) -> bool:
-        """One try at every master; True if it won. A lost try leaves nothing behind."""
-        try:
-            started = self._clock()
-            replies = await self._fan_out(("SET", self._key, value, "NX", "PX", self._ttl_ms))
-            elapsed_ms = (self._clock() - started) * 1000.0
-            attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
-            self._last = attempt
-            if attempt.acquired and fatal is None:
-                self._won(value, started)
-                self._extensions = self._released = 0
-            if self._on_attempt is not None:
-                self._on_attempt(attempt)
-        except BaseException:  # cancelled, a failing callback: nothing may stay locked
-            self._value = None
-            await self._release_quietly(value)
-            raise
-        if self._value == value:
-            return True
-        await self._release_quietly(value)
-        if fatal is not None:
-            error = errors[fatal]
-            raise MasterError(self._key, fatal, self._where[fatal], error) from error
-        return False
-
-    async def _release_quietly(self, value: str) -> None:
-        """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
-        await _shielded(self._run(RELEASE, value))
-
-    async def _run(self, script: LuaScript, value: str, *args: object) -> list[Any]:
-        """Run ``script`` on every master at once, loading it where it is missing."""
-        replies = await self._fan_out(script.command((self._key,), (value, *args)))
-        for i, reply in enumerate(replies):
-            if isinstance(reply, rx.NoScriptError):  # first use there, a restart, SCRIPT FLUSH
-                try:
-                    client = redis.asyncio.Redis(connection_pool=self._pools[i])
-                    replies[i] = await script.run_async(client, (self._key,), (value, *args))
-                except (rx.RedisError, OSError) as error:
-                    replies[i] = error
-        return replies
-
-    async def _fan_out(self, command: tuple[Any, ...]) -> list[Any]:
-        """Send ``command`` to every master at once; a reply or its exception each.
-
-        One coroutine per master, all started together: each writes its request
-        and then awaits the reply, so every request is on the wire before any
-        reply is read. Each master gets at most the per-node timeout, connecting
-        included. A connection whose reply did not come is closed, so that reply
-        can never be read as the answer to another request.
-        """
-        timeout_s = self._node_timeout_ms / 1000.0
+    async def _send(self, effect: FanOut) -> Any:
+        """Every request on the wire before any reply is read; each master's last reply (or
+        its first error reply, or the exception), ``None`` for masters not asked."""
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
-            conn = None
             try:
-                async with asyncio.timeout(timeout_s):
-                    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-                    await conn.send_command(*command)
-                    return await conn.read_response()
-            except TimeoutError:
-                if conn is not None:
-                    await conn.disconnect(nowait=True)
-                return rx.TimeoutError(f"no reply within {self._node_timeout_ms:g} ms")
+                replies = await _exchange(pool, effect.commands, self._timeout_s)
             except (rx.RedisError, OSError) as error:
                 return error
-            except BaseException:
-                if conn is not None:
-                    await conn.disconnect(nowait=True)  # a reply may still be on its way
-                raise
-            finally:
-                if conn is not None:
-                    await pool.release(conn)
+            errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+            return (
+                errors[0]
+                if errors and not isinstance(replies[-1], rx.ResponseError)
+                else replies[-1]
+            )
 
-        return list(await asyncio.gather(*(one(pool) for pool in self._pools)))
+        targets = range(len(self._pools)) if effect.only is None else effect.only
+        results: list[Any] = [None] * len(self._pools)
+        for i, result in zip(
+            targets, await asyncio.gather(*(one(self._pools[i]) for i in targets)), strict=True
+        ):
+            results[i] = result
+        return results
 
     async def _acquire_for_with(self) -> None:
         started = self._clock()
         if not await self.acquire():
-            last = self._last
-            assert last is not None
-            raise NoQuorum(
-                self._key,
-                (self._clock() - started) * 1000.0,
-                granted=last.granted,
-                refused=last.refused,
-                failed=last.failed,
-                needed=self._quorum,
-                causes=last.causes,
-            )
-
-    def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
-        return MajorityLost(
-            self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
-        )
+            raise self._no_quorum(started) from self._last_error
 
 
 class Watchdog(WatchdogState):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async lock.
 
-    Every ``every_ms`` the task extends the lease by the TTL; it stops when the
-    lock is released through it, when a renewal finds the key gone or someone
-    else's, or after ``max_renewals``. A failure is never silent: :attr:`lost`,
-    :attr:`lost_event`, :meth:`check` and :meth:`release` all report it.
+    Every ``every_ms`` the task extends the lease, until the holder releases it
+    (through the watchdog or directly), a renewal finds the key gone or someone
+    else's, or ``max_total_ms`` (if given) has passed. A failure is never silent:
+    :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release` report it.
 
     Args:
-        lock: the async :class:`Lock` or :class:`FencedLock` to keep alive;
+        lock: the async :class:`Lock`, :class:`FencedLock` or :class:`Redlock`;
             ``async with Watchdog(lock):`` acquires it if needed.
         every_ms: time between renewals, below the TTL (default: a third of it).
-        max_renewals: the most renewals ever made.
-
-    Example::
-
-        lock = FencedLock(r, "lock:report", ttl_ms=30_000)
-        async with Watchdog(lock, max_renewals=20) as dog:
-            for part in parts:
-                await build(part)
-                dog.check()  # raises RenewalFailed once the lease is lost
-                await store_write(lock.token, part)  # and the resource still fences
+        max_total_ms: the longest time it keeps renewing (default: until released).
     """
 
     def __init__(
-        self, lock: Lock, *, every_ms: float | None = None, max_renewals: int = 10
+        self,
+        lock: Lock | Redlock,
+        *,
+        every_ms: float | None = None,
+        max_total_ms: float | None = None,
     ) -> None:
-        if not isinstance(lock, Lock):
+        if not isinstance(lock, Lock | Redlock):
             raise BadArgumentType(
-                f"lock must be a lockguide.aio Lock or FencedLock, not {type(lock).__name__}"
+                "lock must be a lockguide.aio Lock, FencedLock or Redlock, "
+                f"not {type(lock).__name__}"
             )
-        self._lock: Lock = lock
-        self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
-        self._renewals = 0
+        self._lock: Any = lock
+        self._every_s, self._max_total_s = check_renewal(lock.ttl_ms, every_ms, max_total_ms)
         self._stop = asyncio.Event()
         self._lost: asyncio.Event = asyncio.Event()
-        self._error = None
         self._task: asyncio.Task[None] | None = None
-        self._reported = False
+        self._until: float | None = None
 
     @property
     def lost_event(self) -> asyncio.Event:
@@ -730,14 +642,14 @@ class Watchdog(WatchdogState):
             raise NotOwned(self._lock.key, "start a watchdog on")
         if self._task is not None:
             raise BadArgument("this Watchdog has already been started; make a new one")
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"lockguide-watchdog:{self._lock.key}"
-        )
+        self._task = asyncio.ensure_future(self._renew())
+        self._lock._allow(self._task)  # this task may extend the lease
+        self._until = None if self._max_total_s is None else time.monotonic() + self._max_total_s
 
     async def stop(self) -> None:
         """Stop renewing, without releasing the lock; an extension in flight finishes first."""
         self._stop.set()
-        if self._task is not None and self._task is not asyncio.current_task():
+        if self._task is not None and self._task is not _task():
             await asyncio.shield(self._task)
 
     async def release(self) -> None:
@@ -787,47 +699,40 @@ class Watchdog(WatchdogState):
         state = "lost" if self.lost else ("running" if self.running else "stopped")
         return f"<aio.Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
 
-    async def _run(self) -> None:
-        """The task: renew until told to stop; a crash is reported as a failure."""
-        self._lock._allow_thread(asyncio.current_task())  # this task may extend the lease
+    async def _waited(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True if :meth:`stop` was called meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await self._stop.wait()
+        return bool(self._stop.is_set())
+
+    async def _renew(self) -> None:
+        """The task: the thread's loop (:class:`lockguide.Watchdog`), awaited."""
         try:
-            await self._loop()
+            wait = self._every_s
+            while not await self._waited(wait):
+                wait = self._every_s
+                if self._until is not None and time.monotonic() >= self._until:
+                    if not await self._waited(self._lock.validity_remaining_ms() / 1000.0):
+                        self._fail(
+                            "the watchdog stopped renewing after max_total_ms (its bound) "
+                            "and the lease ran out"
+                        )
+                    return
+                try:
+                    await self._lock.extend()
+                except (LockLost, ExtensionLimitReached) as error:
+                    self._fail(f"the key was gone or held by another owner at renewal ({error})")
+                    return
+                except NotOwned:  # released (or re-acquired) by the holder: not ours to renew
+                    return
+                except (rx.RedisError, OSError) as error:
+                    left_ms = self._lock.validity_remaining_ms()
+                    if left_ms <= 0:
+                        self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
+                        return
+                    wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
+                    continue
+                self._renewals += 1
         except Exception as error:  # never die silently
             self._fail(f"the watchdog task crashed: {error!r}")
-
-    async def _stopped_within(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; True if :meth:`stop` was called meanwhile."""
-        try:
-            await asyncio.wait_for(self._stop.wait(), max(seconds, 0.0))
-        except TimeoutError:
-            return self._stop.is_set()
-        return True
-
-    async def _loop(self) -> None:
-        wait = self._every_s
-        while not await self._stopped_within(wait):
-            wait = self._every_s
-            if self._renewals >= self._max_renewals:  # flag the loss when the lease ends
-                if not await self._stopped_within(self._lock.validity_remaining_ms() / 1000.0):
-                    self._fail(
-                        f"the watchdog stopped after {self._max_renewals} renewals (its bound) "
-                        "and the lease ran out"
-                    )
-                return
-            if self._stop.is_set():
-                return
-            try:
-                await self._lock.extend()
-            except LockLost:
-                self._fail("the key was gone or held by another owner at renewal")
-                return
-            except NotOwned:
-                return  # released directly by the holder: nothing left to renew
-            except rx.RedisError as error:
-                left_ms = self._lock.validity_remaining_ms()
-                if left_ms <= 0:
-                    self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
-                    return
-                wait = min(self._every_s, left_ms / 4000.0)  # try again sooner
-                continue
-            self._renewals += 1

@@ -7,6 +7,10 @@ The story this class is written against, in order:
    **only if the key does not exist** (``create_revision == 0``). The revision
    at which the key was created is A's fencing token: etcd's revision counts
    every change to the store, so a later acquisition always gets a larger one.
+   A waiter's lease runs out while it waits (nobody keeps it alive), so an
+   attempt made after a third of its TTL asks for a fresh one; a transaction
+   whose reply was lost is recognised on the next attempt by the key being on
+   one of this waiter's leases, and the token and deadline come from that one.
 2. A keeps the lease alive from a background thread. If a keep-alive finds the
    lease gone, or the cluster does not answer before the lease would end, the
    lock says so: :attr:`EtcdLock.lost`, :attr:`EtcdLock.lost_event`,
@@ -21,8 +25,10 @@ The story this class is written against, in order:
 
 It speaks etcd's v3 API through the JSON gateway every etcd 3.4+ member serves
 (``/v3/kv/txn``, ``/v3/lease/grant``, ``/v3/lease/keepalive``,
-``/v3/lease/revoke``) with urllib3 (``pip install 'lockguide[etcd]'``),
-imported when the lock is made: ``import lockguide`` never needs it.
+``/v3/lease/revoke``) with urllib3 (``pip install './lockguide[etcd]'`` from
+a clone: lockguide is not on a package index), imported when the lock is made: ``import lockguide``
+never needs it. Ownership, the total ``acquire`` deadline, ``with`` and the
+lease-loss signal are the ones every lock here shares (:mod:`lockguide._consensus`).
 """
 
 from __future__ import annotations
@@ -34,24 +40,18 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from lockguide._base import check_delay_range, check_key, check_ms
-from lockguide.errors import (
-    AlreadyAcquired,
-    BadArgument,
-    BadArgumentType,
-    ClusterUnavailable,
-    LockLost,
-    NotAcquired,
-    NotOwned,
-    RenewalFailed,
-    WrongOwner,
-)
-from lockguide.fencing import check_token
+from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
+from lockguide._core import UNSET, Owner, check_ms
+from lockguide.errors import BadArgument, ClusterUnavailable, LockError, LockLost
 
-__all__ = ["EtcdLock"]
+__all__ = ["EtcdError", "EtcdLock"]
+
+#: gRPC status codes no retry can fix: INVALID_ARGUMENT, PERMISSION_DENIED,
+#: UNIMPLEMENTED, UNAUTHENTICATED. Any other error is retried within the wait.
+_FATAL = frozenset({3, 7, 12, 16})
+_NOT_FOUND = 5  # "requested lease not found": the lease ended (or was revoked)
 
 
 def _b64(text: str) -> str:
@@ -66,7 +66,15 @@ class _EtcdError(Exception):
         super().__init__(message)
 
 
-class EtcdLock:
+class EtcdError(LockError):
+    """The cluster refused a request in a way no retry can fix (credentials, permissions)."""
+
+    def __init__(self, key: str, code: int, message: str) -> None:
+        self.key, self.code = key, code
+        super().__init__(f"etcd refused a request for lock {key!r} (gRPC code {code}): {message}")
+
+
+class EtcdLock(ConsensusLease):
     """A mutual-exclusion lease on an etcd cluster; see the module for the story.
 
     Args:
@@ -74,32 +82,42 @@ class EtcdLock:
             request goes to the next one when a member does not answer.
         key: the etcd key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of seconds written in milliseconds
-            (etcd leases are whole seconds), e.g. ``10_000``.
-        timeout_ms: how long :meth:`acquire` keeps trying by default; ``None``
-            waits as long as it takes.
+            (etcd leases are whole seconds), e.g. ``ttl_ms=10_000``.
+        timeout_ms: how long :meth:`acquire` keeps trying by default, every
+            request included (:data:`~lockguide.DEFAULT_TIMEOUT_MS`, 10 s);
+            ``None`` waits as long as it takes.
         retry_delay_ms: the ``(low, high)`` range each pause between attempts
             is drawn from.
-        request_timeout_ms: how long one request may wait for one member.
+        request_timeout_ms: how long one request may wait for one member, and
+            less when the acquire's deadline is nearer.
         keepalive_ms: time between keep-alives; a third of the TTL by default.
         clock: the function the lease is timed with (default ``time.monotonic``).
+        owner: ``"thread"`` (the default): only the thread that acquired may
+            ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
+            moves it); ``"process"``: any thread of the acquiring process may.
+            A forked child never may, and sees the lock as not held.
     """
 
     def __init__(
         self,
         endpoints: Sequence[str] | str,
         key: str,
-        ttl_ms: int,
         *,
-        timeout_ms: float | None = None,
+        ttl_ms: int,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = 1_000.0,
         keepalive_ms: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         try:
             import urllib3
         except ImportError as error:  # pragma: no cover - an optional extra
-            raise ImportError("EtcdLock needs urllib3: pip install 'lockguide[etcd]'") from error
+            raise ImportError(
+                "EtcdLock needs urllib3: pip install './lockguide[etcd]' from a clone of "
+                "the lockguide repository (it is not on a package index), or pip install urllib3"
+            ) from error
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints or not all(
@@ -110,150 +128,102 @@ class EtcdLock:
                 f"got {endpoints!r}"
             )
         self._endpoints = [e.rstrip("/") for e in endpoints]
-        self._key = check_key(key)
-        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
-            raise BadArgumentType(f"ttl_ms must be an int number of milliseconds, not {ttl_ms!r}")
-        if ttl_ms < 1000 or ttl_ms % 1000:
+        self._init_consensus(key, ttl_ms, timeout_ms, retry_delay_ms, clock, owner)
+        if self._ttl_ms < 1000 or self._ttl_ms % 1000:
             raise BadArgument(
                 f"ttl_ms must be a whole number of seconds >= 1000 ms, got {ttl_ms}: "
                 "etcd leases are granted in whole seconds"
             )
-        self._ttl_ms = ttl_ms
-        self._timeout_ms = None if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
-        self._delay = check_delay_range(retry_delay_ms)
-        request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
-        every = ttl_ms / 3 if keepalive_ms is None else check_ms(keepalive_ms, "keepalive_ms")
-        if not 0 < every < ttl_ms:
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
+        every = self._ttl_ms / 3 if keepalive_ms is None else check_ms(keepalive_ms, "keepalive_ms")
+        if not 0 < every < self._ttl_ms:
             raise BadArgument(f"keepalive_ms must be > 0 and below ttl_ms, got {keepalive_ms!r}")
         self._every_s = every / 1000
-        if not callable(clock):
-            raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
-        self._clock = clock
-        self._http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=request_s, read=request_s), retries=False
-        )
-        self._lease: int | None = None
-        self._token: int | None = None
-        self._deadline = 0.0
-        self._owner: int | None = None
-        self._lost = threading.Event()
+        self._http = urllib3.PoolManager(retries=False)
         self._stop = threading.Event()
-        self._error: LockLost | None = None
         self._thread: threading.Thread | None = None
 
     # -- state ---------------------------------------------------------------------------
 
     @property
-    def key(self) -> str:
-        """The etcd key that represents the lock."""
-        return self._key
-
-    @property
-    def ttl_ms(self) -> int:
-        """The lease in milliseconds."""
-        return self._ttl_ms
-
-    @property
-    def held(self) -> bool:
-        """Whether this object believes it holds the lock (acquired, not released)."""
-        return self._lease is not None
-
-    @property
     def lease_id(self) -> int | None:
         """The etcd lease this holder's key is attached to, while held."""
-        return self._lease
-
-    @property
-    def token(self) -> int:
-        """The fencing token: the revision at which this holder created the key.
-
-        Raises:
-            NotOwned: this object does not hold the lock.
-        """
-        if self._token is None or self._lease is None:
-            raise NotOwned(self._key, "read the fencing token of")
-        return self._token
-
-    @property
-    def lost(self) -> bool:
-        """Whether a keep-alive found the lease gone, or could not renew it in time."""
-        return self._lost.is_set()
-
-    @property
-    def lost_event(self) -> threading.Event:
-        """Set when the lease is lost; wait on it to be woken by the failure."""
-        return self._lost
-
-    def validity_remaining_ms(self) -> float:
-        """Milliseconds until the lease ends on this process's clock (0 when not held)."""
-        if self._lease is None:
-            return 0.0
-        return max(0.0, (self._deadline - self._clock()) * 1000)
-
-    def check(self) -> None:
-        """Raise if the holder must not write now; call it before each write.
-
-        Raises:
-            NotOwned: not held.
-            RenewalFailed: a keep-alive found the lease gone, or the lease ran
-                out on this process's clock (a pause stops the keep-alive too).
-        """
-        if self._lease is None:
-            raise NotOwned(self._key, "check")
-        if self._error is not None:
-            raise self._error
-        if self.validity_remaining_ms() <= 0:
-            raise RenewalFailed(self._key, "the lease ran out on this process's clock")
+        value = self.value
+        return None if value is None else int(value)
 
     # -- acquire and release -------------------------------------------------------------
 
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool:
-        """Take the lock; ``True`` when taken, ``False`` when someone else held it throughout.
+    def acquire(self, *, blocking: bool = True, timeout_ms: Any = UNSET) -> bool:
+        """Take the lock; ``True`` when taken, ``False`` when the wait ran out.
+
+        A member that does not answer, or a lease that ended while waiting, is
+        retried within the wait. When the wait runs out with the cluster not
+        answering, :attr:`last_error` keeps the last error (``with`` raises
+        :class:`~lockguide.ClusterUnavailable` from it).
 
         Raises:
             AlreadyAcquired: this object holds it already.
-            ClusterUnavailable: no member could grant a lease before the timeout
-                (a majority of the cluster down or cut off).
+            EtcdError: the cluster refused in a way no retry can fix.
         """
-        if self._lease is not None:
-            raise AlreadyAcquired(self._key)
-        wait = self._timeout_ms if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
-        started = self._clock()
-        give_up = None if wait is None or not blocking else started + wait / 1000
-        cause: Exception | None = None
-        lease: int | None = None
+        give_up = self._give_up_at(blocking, timeout_ms)
+        asked: dict[int, float] = {}  # every lease granted to this call: when it was asked for
+        won: int | None = None
+        first = True
         try:
             while True:
-                before = self._clock()
+                budget = self._budget_s(self._request_s, give_up, first)
+                if budget <= 0:
+                    return False
+                first = False
                 try:
-                    if lease is None:
-                        granted = self._call("/v3/lease/grant", {"TTL": self._ttl_ms // 1000})
-                        lease, lease_start = int(granted["ID"]), before
-                    token = self._create(lease)
-                    cause = None
+                    grant = self._attempt(asked, self._clock() + budget)
+                    self._last_error = None
                 except (OSError, _EtcdError) as error:
-                    token, cause = None, error
-                if token is not None and lease is not None:
-                    self._won(lease, token, lease_start)
-                    lease = None
-                    return True
-                now = self._clock()
-                if not blocking or (give_up is not None and now >= give_up):
-                    break
-                pause = random.uniform(*self._delay) / 1000
-                if give_up is not None:
-                    pause = min(pause, max(0.0, give_up - now))
+                    if isinstance(error, _EtcdError) and error.code in _FATAL:
+                        raise EtcdError(self._key, error.code, str(error)) from error
+                    grant, self._last_error = None, error
+                if grant is not None:
+                    lease, token = grant
+                    started = asked[lease]
+                    if self._clock() < started + self._usable_ms / 1000:
+                        self._won_token(str(lease), token, started)
+                        won = lease
+                        self._start_keep_alive()
+                        return True
+                pause = self._pause_s(random.uniform, give_up) if blocking else 0.0
+                if pause <= 0:
+                    return False
                 time.sleep(pause)
         finally:
-            if lease is not None:
-                self._revoke_quietly(lease)
-        if cause is not None:
-            waited = (self._clock() - started) * 1000
-            raise ClusterUnavailable(self._key, waited, repr(cause)) from cause
-        return False
+            for lease in asked:
+                if lease != won:
+                    self._revoke_quietly(lease)  # revoking also deletes a key it carries
 
-    def _create(self, lease: int) -> int | None:
-        """Put the key on ``lease`` if absent; its create revision, or ``None`` if taken."""
+    def _attempt(self, asked: dict[int, float], due: float) -> tuple[int, int] | None:
+        """One try: ``(lease, token)`` if one of ``asked`` now carries the key, else ``None``.
+
+        Its requests wait for no answer past ``due``, on the lock's clock. Reuses
+        the newest lease while less than a third of its TTL has passed (the
+        first keep-alive then comes well before it ends); otherwise asks for a
+        fresh one.
+        """
+        now = self._clock()
+        fresh = [lease for lease, at in asked.items() if now - at < self._ttl_ms / 3000]
+        if fresh:
+            lease = fresh[-1]
+        else:
+            granted = self._call("/v3/lease/grant", {"TTL": self._ttl_ms // 1000}, due)
+            lease = int(granted["ID"])
+            asked[lease] = now
+        try:
+            return self._create(lease, asked, due)
+        except _EtcdError as error:
+            if error.code == _NOT_FOUND:  # this lease ended: the next try asks for another
+                asked[lease] = float("-inf")
+            raise
+
+    def _create(self, lease: int, asked: dict[int, float], due: float) -> tuple[int, int] | None:
+        """Put the key on ``lease`` if absent; ``(lease, token)`` if it is on one of ours."""
         key = _b64(self._key)
         reply = self._call(
             "/v3/kv/txn",
@@ -264,25 +234,15 @@ class EtcdLock:
                 ],
                 "failure": [{"request_range": {"key": key}}],
             },
+            due,
         )
         if reply.get("succeeded"):
-            return check_token(int(reply["header"]["revision"]))
+            return lease, int(reply["header"]["revision"])
         kvs = reply["responses"][0]["response_range"].get("kvs", [])
-        if kvs and int(kvs[0].get("lease", 0)) == lease:  # our put, whose reply was lost
-            return check_token(int(kvs[0]["create_revision"]))
+        on = int(kvs[0].get("lease", 0)) if kvs else 0
+        if on in asked:  # our own put, whose reply was lost
+            return on, int(kvs[0]["create_revision"])
         return None
-
-    def _won(self, lease: int, token: int, started: float) -> None:
-        self._lease, self._token = lease, token
-        self._deadline = started + self._ttl_ms / 1000
-        self._owner = threading.get_ident()
-        self._error = None
-        self._lost.clear()
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._keep_alive, name=f"lockguide-etcd:{self._key}", daemon=True
-        )
-        self._thread.start()
 
     def release(self) -> None:
         """Stop the keep-alive and revoke the lease, deleting the key with it.
@@ -292,70 +252,50 @@ class EtcdLock:
             LockLost: the lease had already ended (``RenewalFailed`` if the
                 keep-alive had seen it); nothing of anyone else's was touched.
             ClusterUnavailable: no member answered; the lock is still held by
-                this object (retry), and the lease ends with its TTL otherwise.
+                this object and kept alive (retry), or it ends with its TTL.
         """
-        lease = self._lease
-        if lease is None:
-            raise NotOwned(self._key, "release")
-        if self._owner != threading.get_ident():
-            raise WrongOwner(self._key, "release")
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        lease = int(self._check_owner("release"))
+        self._stop_keep_alive()
         started = self._clock()
         try:
             self._call("/v3/lease/revoke", {"ID": lease})
-        except _EtcdError as error:
-            if error.code == 5:  # NOT_FOUND: the lease is gone already
-                self._forget()
+        except (OSError, _EtcdError) as error:
+            if isinstance(error, _EtcdError) and error.code == _NOT_FOUND:  # gone already
+                self._forget(str(lease))
                 raise self._error or LockLost(self._key, "release") from None
+            self._start_keep_alive()  # still held: the caller may retry
             waited = (self._clock() - started) * 1000
             raise ClusterUnavailable(self._key, waited, repr(error)) from error
-        except OSError as error:  # still held: the caller may retry; else the TTL ends it
-            waited = (self._clock() - started) * 1000
-            raise ClusterUnavailable(self._key, waited, repr(error)) from error
-        self._forget()
+        self._forget(str(lease))
         if self._error is not None:
             raise self._error
-
-    def _forget(self) -> None:
-        self._lease = self._token = self._owner = None
 
     def _revoke_quietly(self, lease: int) -> None:
         with contextlib.suppress(OSError, _EtcdError):  # else it ends after its TTL
             self._call("/v3/lease/revoke", {"ID": lease})
 
-    def __enter__(self) -> Self:
-        if not self.acquire():
-            raise NotAcquired(self._key, self._timeout_ms or 0.0)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Release; the body's own exception always wins (a failed release becomes a note)."""
-        if exc is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except Exception as error:
-            exc.add_note(f"lockguide: releasing {self._key!r} on the way out also failed: {error}")
-
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<EtcdLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
-
     # -- keep-alive ----------------------------------------------------------------------
 
+    def _start_keep_alive(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._keep_alive, name=f"lockguide-etcd:{self._key}", daemon=True
+        )
+        self._thread.start()
+
+    def _stop_keep_alive(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self._thread = None
+
     def _keep_alive(self) -> None:
-        wait = self._every_s
+        # The first renewal counts from the grant that won, which may be older than now.
+        since = self._deadline - self._ttl_ms / 1000
+        wait = max(0.0, since + self._every_s - self._clock())
         while not self._stop.wait(wait):
             wait = self._every_s
-            lease = self._lease
+            lease = self.lease_id
             if lease is None:
                 return
             before = self._clock()
@@ -372,15 +312,10 @@ class EtcdLock:
                 return self._fail("a keep-alive found the lease gone")
             self._deadline = before + ttl
 
-    def _fail(self, reason: str) -> None:
-        if self._error is None:
-            self._error = RenewalFailed(self._key, reason)
-        self._lost.set()
-
     # -- requests ------------------------------------------------------------------------
 
-    def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to the first member that answers; its JSON reply.
+    def _call(self, path: str, body: dict[str, Any], due: float | None = None) -> dict[str, Any]:
+        """POST ``body`` to the first member that answers (by ``due`` if given); its JSON reply.
 
         Raises:
             OSError: no member answered.
@@ -390,14 +325,24 @@ class EtcdLock:
 
         last: Exception | None = None
         for endpoint in self._endpoints:
+            wait = self._request_s if due is None else min(self._request_s, due - self._clock())
+            if wait <= 0:
+                break
             try:
                 response = self._http.request(
-                    "POST", endpoint + path, body=json.dumps(body).encode("utf-8")
+                    "POST",
+                    endpoint + path,
+                    body=json.dumps(body).encode("utf-8"),
+                    timeout=urllib3.Timeout(connect=wait, read=wait),
                 )
             except urllib3.exceptions.HTTPError as error:  # refused, timed out, reset
                 last = error
                 continue
-            reply: dict[str, Any] = json.loads(response.data or b"{}")
+            try:
+                reply: dict[str, Any] = json.loads(response.data or b"{}")
+            except ValueError as error:  # not the gateway answering: try the next member
+                last = error
+                continue
             if response.status != 200 or "error" in reply:
                 # The gateway's error: {"error": "...", "code": 5, "message": "..."}
                 failure = _EtcdError(int(reply.get("code") or 0), str(reply.get("message", reply)))
@@ -408,4 +353,6 @@ class EtcdLock:
             return reply
         if isinstance(last, _EtcdError):
             raise last
+        if last is None:
+            raise OSError(f"no time left in the acquire's deadline to ask for {path}")
         raise OSError(f"no etcd member answered {path}: {last!r}")

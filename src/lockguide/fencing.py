@@ -13,19 +13,29 @@ write only if its token beats every one they accepted, atomically with the write
 
 from __future__ import annotations
 
-import contextlib
-import re
-import sqlite3
+import functools
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
-from lockguide._base import LuaScript, check_client, check_key
-from lockguide.errors import BadArgument, BadArgumentType, NotOwned, StaleToken
+from lockguide._core import (
+    DEFAULT_TIMEOUT_MS,
+    BadArgument,
+    BadArgumentType,
+    LuaScript,
+    NotOwned,
+    Owner,
+    StaleToken,
+    check_client_of,
+    check_count,
+    check_key,
+)
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
 
 __all__ = [
@@ -38,21 +48,39 @@ __all__ = [
     "counter_key_for",
 ]
 
-FENCED_ACQUIRE = LuaScript("fenced_acquire.lua")
-FENCED_WRITE = LuaScript("fenced_write.lua")
+FENCED_ACQUIRE = LuaScript("""\
+-- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
+-- KEYS[1] = the lock key
+-- KEYS[2] = the token counter for this resource (never expires)
+-- ARGV[1] = this holder's random value
+-- ARGV[2] = the time to live, in milliseconds
+-- Returns the new token (1, 2, 3, ...) when the lock was taken, 0 when it is held.
+-- Nobody can get a token without the lock, or the lock without a token.
+if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return 0
+end
+return redis.call("INCR", KEYS[2])
+""")
+
+FENCED_WRITE = LuaScript("""\
+-- Fenced write: store a value only if its token is newer than every token accepted so far.
+-- KEYS[1] = the resource, a hash holding "value" and "token" (the highest accepted)
+-- ARGV[1] = the writer's fencing token
+-- ARGV[2] = the value to store
+-- Returns {1, token} when the write was accepted,
+--         {0, highest} when it was refused because a token >= it was already accepted.
+local highest = tonumber(redis.call("HGET", KEYS[1], "token") or "0")
+local token = tonumber(ARGV[1])
+if token <= highest then
+    return {0, highest}
+end
+redis.call("HSET", KEYS[1], "value", ARGV[2], "token", ARGV[1])
+return {1, token}
+""")
 
 #: The largest token a store accepts. Lua compares numbers as doubles, which
 #: are exact integers only up to 2**53; a counter will not get there in practice.
 MAX_TOKEN = 2**53
-
-
-def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
-    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
-    if value < least:
-        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
-    return value
 
 
 def check_token(token: object) -> int:
@@ -83,13 +111,25 @@ def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    A key with a ``{...}`` hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``);
-    any other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``).
+    Redis's rule: a key's slot is the hash of what lies between its first ``{`` and
+    the first ``}`` after it, if that is not empty; else of the whole key. A key with
+    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other
+    becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds
+    a ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
     """
     opening = key.find("{")
-    if opening >= 0 and key.find("}", opening + 2) > opening:
+    closing = key.find("}", opening + 1) if opening >= 0 else -1
+    if opening >= 0 and closing > opening + 1:
         return key + ":fence"
-    return "{" + key + "}:fence"
+    if "}" not in key:
+        return "{" + key + "}:fence"
+    return "{" + _tag_for_slot(key_slot(key.encode("utf-8"))) + "}:" + key + ":fence"
+
+
+@functools.lru_cache(maxsize=256)
+def _tag_for_slot(slot: int) -> str:
+    """The first ``fence:<n>`` that hashes to ``slot``."""
+    return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
 
 
 def check_counter_key(key: str, counter_key: object) -> str:
@@ -127,26 +167,28 @@ class FencedLock(Lock):
         self,
         client: redis.Redis | RedisCluster,
         key: str,
-        ttl_ms: int,
         *,
+        ttl_ms: int,
         counter_key: str | None = None,
-        timeout_ms: float | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         super().__init__(
             client,
             key,
-            ttl_ms,
+            ttl_ms=ttl_ms,
             timeout_ms=timeout_ms,
             retry_delay_ms=retry_delay_ms,
             request_timeout_ms=request_timeout_ms,
             drift_factor=drift_factor,
             drift_floor_ms=drift_floor_ms,
             clock=clock,
+            owner=owner,
         )
         self._counter_key = check_counter_key(self._key, counter_key)
         self._token: int | None = None
@@ -164,7 +206,7 @@ class FencedLock(Lock):
             NotOwned: this object does not hold the lock (never acquired,
                 released, or found lost by :meth:`extend`).
         """
-        if self._token is None or self._value is None:
+        if self._token is None or not self.held:
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
 
@@ -172,11 +214,15 @@ class FencedLock(Lock):
         state = f"held, token {self._token}" if self.held else "not held"
         return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    def _grant(self, value: str) -> bool:
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
-        token = int(self._request(lambda r: FENCED_ACQUIRE(r, keys, (value, self._ttl_ms))))
-        self._token = token or None
+        return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
+
+    def _granted(self, reply: Any) -> bool:
+        token = int(reply)
+        if token > 0:
+            self._token = token
         return token > 0
 
 
@@ -232,8 +278,9 @@ class FencedStore:
     """
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
-        self._client = check_client(client)
+        self._client = check_client_of(redis.Redis, "redis.Redis", client)
         self._key = check_store_key(key, lock, FencedLock)
+        self._write = self._client.register_script(FENCED_WRITE.source)
 
     @property
     def key(self) -> str:
@@ -243,7 +290,7 @@ class FencedStore:
     def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
         token, value = _check_write(token, value)
-        accepted, highest = FENCED_WRITE(self._client, (self._key,), (token, value))
+        accepted, highest = self._write(keys=[self._key], args=[token, value])
         return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
 
     def write(self, token: int, value: str) -> WriteResult:
@@ -261,129 +308,4 @@ class FencedStore:
         return Stored(value=value, token=int(raw_token or 0))
 
 
-class Connection(Protocol):
-    """The part of a DB-API 2.0 connection that :class:`SqlFencedStore` uses."""
-
-    def cursor(self) -> Any: ...  # pragma: no cover - protocol
-    def commit(self) -> None: ...  # pragma: no cover - protocol
-    def rollback(self) -> None: ...  # pragma: no cover - protocol
-
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_PSYCOPG = ("psycopg", "psycopg2")
-Paramstyle = Literal["named", "pyformat"]
-
-
-class SqlFencedStore:
-    """A row in a SQL table that only accepts writes with a newer fencing token.
-
-    A write is one ``UPDATE ... WHERE name = :name AND fence_token < :token``, check and
-    write at once (one row changed means accepted). In PostgreSQL a concurrent ``UPDATE``
-    waits for the first to commit and re-checks the ``WHERE``: two writers cannot both pass.
-
-    Args:
-        connection: a DB-API connection (``sqlite3``, ``psycopg``); each write commits.
-        name: the resource's name (the row's key).
-        table: the table's name (letters, digits and ``_``).
-        paramstyle: ``"named"`` (``:token``, sqlite3) or ``"pyformat"``
-            (``%(token)s``, psycopg); detected for those two drivers.
-    """
-
-    def __init__(
-        self,
-        connection: Connection,
-        name: str,
-        *,
-        table: str = "fenced_resource",
-        paramstyle: Paramstyle | None = None,
-    ) -> None:
-        if not all(hasattr(connection, m) for m in ("cursor", "commit", "rollback")):
-            raise BadArgumentType(
-                f"connection must be a DB-API connection (sqlite3, psycopg), not "
-                f"{type(connection).__name__}"
-            )
-        self._connection = connection
-        self._name = check_key(name)
-        if not isinstance(table, str) or not _IDENTIFIER.match(table):
-            raise BadArgument(
-                f"table must be a plain SQL identifier (letters, digits, _), got {table!r}"
-            )
-        self._table = table
-        if paramstyle is None and isinstance(connection, sqlite3.Connection):
-            paramstyle = "named"
-        elif paramstyle is None and type(connection).__module__.split(".")[0] in _PSYCOPG:
-            paramstyle = "pyformat"
-        elif paramstyle is None:
-            raise BadArgument(
-                f"cannot tell the parameter style of a {type(connection).__name__} connection: "
-                "pass paramstyle='named' (:token) or paramstyle='pyformat' (%(token)s)"
-            )
-        if paramstyle not in ("named", "pyformat"):
-            raise BadArgument(f"paramstyle must be 'named' or 'pyformat', got {paramstyle!r}")
-        self._paramstyle: Paramstyle = paramstyle
-
-    @property
-    def name(self) -> str:
-        """The resource's row name."""
-        return self._name
-
-    def setup(self) -> None:
-        """Create the table (``name``, ``value``, ``fence_token``) if missing, and this row."""
-        self._execute(
-            f"CREATE TABLE IF NOT EXISTS {self._table} ("
-            " name TEXT PRIMARY KEY, value TEXT, fence_token BIGINT NOT NULL)"
-        )
-        self._execute(
-            f"INSERT INTO {self._table} (name, value, fence_token) VALUES (:name, NULL, 0)"
-            " ON CONFLICT (name) DO NOTHING",
-            name=self._name,
-        )
-        self._connection.commit()
-
-    def try_write(self, token: int, value: str) -> WriteResult:
-        """Store ``value`` if ``token`` beats every token accepted so far, and commit."""
-        token, value = _check_write(token, value)
-        sql = f"UPDATE {self._table} SET value = :value, fence_token = :token"
-        sql += " WHERE name = :name AND fence_token < :token"
-        try:
-            changed, _ = self._execute(sql, name=self._name, value=value, token=token)
-            if changed != 1:
-                return WriteResult(accepted=False, token=token, highest=self.read().token)
-            self._connection.commit()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self._connection.rollback()
-            raise
-        return WriteResult(accepted=True, token=token, highest=token)
-
-    def write(self, token: int, value: str) -> WriteResult:
-        """Like :meth:`try_write`, but a refusal raises.
-
-        Raises:
-            StaleToken: a token at least as high was already accepted; nothing written.
-        """
-        return _raise_if_refused(self._name, self.try_write(token, value))
-
-    def read(self) -> Stored:
-        """The current value and the highest token accepted."""
-        _, rows = self._execute(
-            f"SELECT value, fence_token FROM {self._table} WHERE name = :name", name=self._name
-        )
-        self._connection.commit()
-        if not rows:
-            raise BadArgument(
-                f"no row named {self._name!r} in table {self._table}: call setup() once first"
-            )
-        value, fence_token = rows[0]
-        return Stored(value=value, token=int(fence_token))
-
-    def _execute(self, sql: str, **params: object) -> tuple[int, list[Any]]:
-        """Run one statement written with ``:name`` parameters; its row count and rows."""
-        if self._paramstyle == "pyformat":
-            sql = re.sub(r":([a-z_]+)", r"%(\1)s", sql)
-        cursor = self._connection.cursor()
-        try:
-            cursor.execute(sql, params)
-            return int(cursor.rowcount), list(cursor.fetchall()) if cursor.description else []
-        finally:
-            cursor.close()
+from lockguide.sqlstore import SqlFencedStore  # noqa: E402 - it builds on the above

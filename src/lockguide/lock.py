@@ -20,70 +20,222 @@ that deadline is released at once and counts as a failure. Check it before
 anything you could not undo, and protect the resource itself with a fencing
 token when correctness depends on it.
 
-Every request is sent once and waits at most ``request_timeout_ms``
-(:func:`lockguide._base.bounded_client`); an acquire that fails half way, by
-an error or by ``Ctrl-C``, deletes its own value before the error goes on, so
-nothing is left locked for a TTL.
+The decisions are the steps in :mod:`lockguide._core`; this module is their
+synchronous driver: each request is sent once, on a pool of the lock's own to
+the client's server (same settings, same pool class and size, every socket
+operation bounded, redis-py's retries off), and its reply is waited for at most
+the time the steps allow.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any, cast
+from types import TracebackType
+from typing import Any, Self
 
 import redis
 from redis import exceptions as rx
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
-from lockguide._base import (
-    EXTEND,
-    RELEASE,
+from ._core import (
+    DEFAULT_TIMEOUT_MS,
     UNSET,
-    Lease,
-    bounded_client,
-    check_client,
+    LeaseState,
+    Owner,
+    Send,
+    ServerSteps,
+    Sleep,
+    Steps,
+    T,
+    check_client_of,
     check_ms,
-    check_ttl_ms,
-    new_lock_value,
+    drive,
+    note_failed_release,
+    pool_settings,
+    run_script,
 )
-from lockguide.errors import LockLost, NotAcquired
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "Lock"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 #: How long one request waits for Redis when no ``request_timeout_ms`` is given.
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
 
+_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, redis.ConnectionPool]]
+_POOLS = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
 
-class Lock(Lease):
+
+def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.ConnectionPool:
+    """The lock's own pool to ``client``'s server (or ``where``: host, port), made once.
+
+    Shared by every lock on the same client and timeout, so making a lock per
+    acquisition costs no new connections; see :func:`lockguide._core.pool_settings`.
+    """
+    source = client.connection_pool
+    with _POOLS_LOCK:
+        mine = _POOLS.setdefault(source, {})
+        pool = mine.get((timeout_s, *where.items()))
+        if pool is None:
+            settings = pool_settings(source, timeout_s) | where | {"retry": Retry(NoBackoff(), 0)}
+            blocking = isinstance(source, redis.BlockingConnectionPool)
+            kind = redis.BlockingConnectionPool if blocking else redis.ConnectionPool
+            pool = mine[(timeout_s, *where.items())] = kind(**settings)
+        return pool
+
+
+# Connections kept between requests, per pool: taken without the pool's per-checkout
+# bookkeeping, never shared by two requests at once, as many as were in use at once.
+# A BlockingConnectionPool gets every connection back, so that its waiters wake.
+_IDLE: weakref.WeakKeyDictionary[redis.ConnectionPool, list[Any]] = weakref.WeakKeyDictionary()
+_IDLE_LOCK = threading.Lock()
+
+
+def _take(pool: redis.ConnectionPool) -> tuple[Any, bool]:
+    """A kept connection to ``pool``'s server (and ``True``), or one from the pool."""
+    with _IDLE_LOCK:
+        idle = _IDLE.get(pool)
+        if idle:
+            return idle.pop(), True
+    return pool.get_connection(), False
+
+
+def _put(pool: redis.ConnectionPool, conn: Any) -> None:
+    if (
+        isinstance(pool, redis.BlockingConnectionPool)
+        or "connection_pool" in pool.connection_kwargs
+    ):
+        # (a Sentinel-managed connection finds the new master through its pool's checkout)
+        pool.release(conn)
+        return
+    with _IDLE_LOCK:
+        _IDLE.setdefault(pool, []).append(conn)
+
+
+os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its parent's sockets
+
+
+def request(pool: redis.ConnectionPool, effect: Send) -> Any:
+    """Send ``effect``'s commands on one connection; the last reply, or the first error.
+
+    A connection whose reply did not come (a timeout, ``Ctrl-C``) is closed, so
+    that reply can never be read later as the answer to another request. A kept
+    connection the server closed meanwhile (an idle timeout, a restart) gets the
+    commands once more on a new one: the lock commands can be repeated for one value.
+    """
+    conn, kept = _take(pool)
+    try:
+        due = time.monotonic() + effect.timeout_s
+        conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
+        try:
+            reply, error = _read(conn, len(effect.commands), due)
+        except rx.ConnectionError as lost:
+            if not kept or isinstance(lost.__context__, rx.ResponseError):
+                raise  # a fresh connection failed, or the server answered (a demoted master)
+            conn.disconnect()  # closed while it was kept: once more, on a new connection
+            conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
+            reply, error = _read(conn, len(effect.commands), due)
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        _put(pool, conn)
+    if error is not None:
+        raise error
+    return reply
+
+
+def _read(conn: Any, count: int, due: float) -> tuple[Any, Any]:
+    """``count`` replies by ``due``: the last, and the first error reply."""
+    reply, error = None, None
+    for _ in range(count):
+        left = due - time.monotonic()
+        if left <= 0:
+            raise rx.TimeoutError("no reply within the time the request was given")
+        try:
+            reply = conn.read_response(timeout=left)
+        except rx.ResponseError as answered:  # an answer like any other: read on
+            error = error or answered
+    return reply, error
+
+
+class Lease(LeaseState):
+    """``with`` for the synchronous locks: acquire on entry, release on the way out."""
+
+    def release(self) -> object:
+        """Release what :meth:`acquire` took; every lock defines it."""
+        raise NotImplementedError
+
+    def _acquire_for_with(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._acquire_for_with()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Release if still held. The body's own exception always wins.
+
+        A lease already found lost (``extend`` raised, or the body released) is
+        not reported again. When the body raised, a failed release is added to
+        its exception as a note instead of replacing it; when the body
+        succeeded, a lost lease is raised here (``LockLost``, ``MajorityLost``).
+        """
+        if not self.held:
+            return
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as error:  # the body's exception is the one to report
+            note_failed_release(exc, self._key, error)
+
+
+class Lock(Lease, ServerSteps):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
         client: a ``redis.Redis`` (a Sentinel ``master_for`` client too) or a
             ``redis.cluster.RedisCluster``; the lock uses its address,
-            credentials and encoding, on connections of its own. On a cluster
-            every request goes to the master that owns the key's hash slot.
+            credentials, encoding and pool class and size, on connections of
+            its own. On a cluster each request goes to the key's master
+            (``MOVED`` and ``ASK`` are followed once each).
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
-        ttl_ms: the lease, a whole number of milliseconds (at most a week).
-            After this long Redis deletes the key whether or not the holder is done.
-        timeout_ms: how long :meth:`acquire` keeps trying by default;
-            ``None`` waits as long as it takes.
+        ttl_ms: the lease, a whole number of milliseconds (at most a week),
+            keyword-only. After this long Redis deletes the key whether or
+            not the holder is done.
+        timeout_ms: how long :meth:`acquire` keeps trying by default, every
+            request included (:data:`DEFAULT_TIMEOUT_MS`, 10 s); ``None``
+            waits for ever.
         retry_delay_ms: the ``(low, high)`` range from which each pause between
             attempts is drawn at random, so competing clients do not retry in step.
         request_timeout_ms: how long one request may wait for Redis (connecting
-            included). A server that does not answer costs this much per call,
-            and the call raises ``redis.exceptions.TimeoutError``.
+            included), and less when the acquire's deadline is nearer. A
+            server that does not answer costs this much per ``release`` or
+            ``extend``, which then raise ``redis.exceptions.TimeoutError``.
         drift_factor: the fraction of the TTL set aside for clocks running at
             different rates (default 1 %, as the Redlock reference
             implementations do); part of the drift allowance.
         drift_floor_ms: the fixed part of the drift allowance (default 2 ms).
         clock: the function the lease is timed with, returning seconds
             (default ``time.monotonic``).
-
-    A lock object belongs to the thread that acquired it: another thread's
-    ``release`` or ``extend`` raises :class:`~lockguide.WrongOwner`.
+        owner: ``"thread"`` (the default): only the thread that acquired may
+            release or extend (:meth:`hand_over` moves it to another);
+            ``"process"``: any thread of the acquiring process may. A forked
+            child never may, and sees the lock as not held.
 
     Example::
 
@@ -98,24 +250,26 @@ class Lock(Lease):
         self,
         client: redis.Redis | RedisCluster,
         key: str,
-        ttl_ms: int,
         *,
-        timeout_ms: float | None = None,
+        ttl_ms: int,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
-        self._client = client if isinstance(client, RedisCluster) else check_client(client)
-        self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+        self._cluster = isinstance(client, RedisCluster)
+        self._client = (
+            client if self._cluster else check_client_of(redis.Redis, "redis.Redis", client)
         )
-        timeout = check_ms(request_timeout_ms, "request_timeout_ms", positive=True)
-        self._timeout_s = timeout / 1000.0
-        self._server: redis.Redis | None = None
-        if not isinstance(self._client, RedisCluster):
-            self._server = bounded_client(self._client, self._timeout_s)
+        self._init_lease(
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
+        )
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
+        self._uniform = random.uniform
+        self._pool = None if self._cluster else bounded_pool(client, self._request_s)  # type: ignore[arg-type]
 
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; return ``True`` if this call got it.
@@ -123,33 +277,15 @@ class Lock(Lease):
         Args:
             blocking: ``False`` makes exactly one attempt (then ``timeout_ms``
                 must not be given).
-            timeout_ms: how long to keep trying when blocking; defaults to the
-                value given to the constructor (``None`` means no limit).
+            timeout_ms: the most this call takes, every request included;
+                defaults to the constructor's (``None``: no limit).
 
-        Returns ``False`` when the lock is held by someone else and the wait
-        ran out. Use ``with lock:`` to turn that into :class:`NotAcquired`.
+        Returns ``False`` when the lock is held by someone else, or Redis did
+        not answer, until the time ran out (:attr:`last_error` keeps the last
+        such error). Use ``with lock:`` to turn that into :class:`NotAcquired`.
+        Errors no retry can fix (authentication, permissions) raise at once.
         """
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        while True:
-            value = new_lock_value()
-            started = self._clock()
-            try:
-                granted = self._grant(value)
-                if granted and self._clock() < started + self._usable_ms / 1000.0:
-                    self._won(value, started)
-                    return True
-            except BaseException:
-                # The reply may be lost after Redis stored the key, or Ctrl-C came
-                # mid-request: remove our value (if it is there) before going on.
-                self._discard(value)
-                raise
-            if granted:  # granted, but the reply took the whole lease: no use to anyone
-                self._discard(value)
-            pause = self._pause_s(random.uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            time.sleep(pause)
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
 
     def release(self) -> None:
         """Release the lock with compare-and-delete.
@@ -158,16 +294,12 @@ class Lock(Lease):
         error is raised: call ``release()`` again.
 
         Raises:
-            NotOwned: this object does not hold the lock.
+            NotOwned: this object does not hold the lock (or this is a forked child).
             WrongOwner: another thread acquired it.
             LockLost: the lease had expired; the key is gone or someone else's,
                 and it was left untouched.
         """
-        value = self._check_owner("release")
-        deleted = self._request(lambda r: RELEASE(r, (self._key,), (value,)))
-        self._value = None
-        if deleted != 1:
-            raise LockLost(self._key, "release")
+        self._drive(self._release_steps())
 
     def extend(self, ttl_ms: int | None = None) -> None:
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
@@ -180,75 +312,71 @@ class Lock(Lease):
             WrongOwner: another thread acquired it.
             LockLost: the key was gone or someone else's; the lock is no longer held.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend")
-        started = self._clock()
-        if self._request(lambda r: EXTEND(r, (self._key,), (value, new_ttl))) != 1:
-            self._value = None
-            raise LockLost(self._key, "extend")
-        self._deadline = started + usable_ms / 1000.0
+        self._drive(self._extend_steps(ttl_ms))
 
     def locked(self) -> bool:
         """Whether anybody (this object or another client) holds the lock now."""
-        return bool(self._request(lambda r: r.exists(self._key)))
+        return bool(
+            self._drive(run_script(None, ("EXISTS", self._key), self._request_s, self._cluster))
+        )
 
     def owned(self) -> bool:
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
-        if self._value is None:
+        mine = self.value
+        if mine is None:
             return False
-        current = self._request(lambda r: r.get(self._key))
-        if isinstance(current, bytes):
-            current = current.decode("utf-8", "replace")
-        return bool(current == self._value)
+        current = self._drive(run_script(None, ("GET", self._key), self._request_s, self._cluster))
+        return current in (mine, mine.encode())
+
+    def close(self) -> None:
+        """Close the connections of this lock's pool (shared by locks on the same client).
+
+        They are opened again on the next request.
+        """
+        if self._pool is not None:
+            self._pool.disconnect()
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
         return f"<{type(self).__name__} {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    # -- internals ---------------------------------------------------------------
+    # -- the driver ----------------------------------------------------------------
 
-    @property
-    def _redis(self) -> redis.Redis:
-        """Where this lock's requests go, each sent once and bounded (``bounded_client``).
+    def _drive(self, steps: Steps[T]) -> T:
+        return drive(steps, self._perform)
 
-        On a Redis Cluster: the master that owns the key's hash slot, as the
-        cluster client's slot map says now (so a moved slot is followed once
-        the client has seen the move), reached through that node's client.
-        """
-        if self._server is not None:
-            return self._server
-        cluster = cast(RedisCluster, self._client)
-        node = cluster.get_node_from_key(self._key)  # type: ignore[no-untyped-call]
-        return bounded_client(node.redis_connection, self._timeout_s)
-
-    def _request(self, send: Callable[[redis.Redis], Any]) -> Any:
-        """``send`` one request on :attr:`_redis`; its reply.
-
-        On a Redis Cluster, a node that is gone or no longer serves the key's
-        slot (``ConnectionError``, ``MOVED``) makes the cluster client re-learn
-        the slots, by one read through it, before the error goes on: the next
-        request then reaches the slot's new master. (Not on a timeout: the
-        client's own read could wait on a frozen node without a bound.)
-        """
+    def _perform(self, effect: Send | Sleep) -> Any:
+        if isinstance(effect, Sleep):
+            time.sleep(effect.seconds)
+            return None
+        if self._pool is not None:
+            return request(self._pool, effect)
         try:
-            return send(self._redis)
-        except (rx.ConnectionError, rx.AskError):
-            if isinstance(self._client, RedisCluster):
-                with contextlib.suppress(Exception):
-                    self._client.exists(self._key)
+            return request(self._node_pool(effect), effect)
+        except rx.ConnectionError:  # a master gone: the cluster client re-learns the slots
+            with contextlib.suppress(Exception):
+                self._client.exists(self._key)
             raise
 
-    def _grant(self, value: str) -> bool:
-        """One ``SET key value NX PX ttl``: True if Redis stored it."""
-        return bool(self._request(lambda r: r.set(self._key, value, nx=True, px=self._ttl_ms)))
+    def _node_pool(self, effect: Send) -> redis.ConnectionPool:
+        """On a Cluster: the pool to the key's master, or to the node a redirect named.
 
-    def _discard(self, value: str) -> None:
-        """Best effort: delete ``value`` if it is the key's (the caller is raising anyway)."""
-        with contextlib.suppress(Exception):
-            self._request(lambda r: RELEASE(r, (self._key,), (value,)))
+        After ``MOVED`` the cluster client re-learns the slot map through one
+        read of its own, so the next lock on the key goes to the new master.
+        """
+        cluster: Any = self._client
+        if effect.refresh:
+            with contextlib.suppress(Exception):
+                cluster.exists(self._key)
+        node = cluster.get_node_from_key(self._key)
+        if effect.node is not None:
+            host, port = effect.node
+            named = cluster.get_node(host=host, port=port)
+            if named is None:  # a node the client has not met yet: its address, same settings
+                return bounded_pool(node.redis_connection, self._request_s, host=host, port=port)
+            node = named
+        return bounded_pool(node.redis_connection, self._request_s)
 
     def _acquire_for_with(self) -> None:
         if not self.acquire():
-            waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-            raise NotAcquired(self._key, waited)
+            raise self._not_acquired() from self._last_error

@@ -31,6 +31,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,31 +39,35 @@ import redis
 from redis import exceptions as rx
 from redis.cluster import RedisCluster
 
-from lockguide._base import (
+from lockguide._core import (
+    DEFAULT_TIMEOUT_MS,
     EXTEND,
     RELEASE,
     UNSET,
-    Lease,
-    LeaseState,
-    LuaScript,
-    bounded_pool,
-    check_client,
-    check_ms,
-    check_ttl_ms,
-)
-from lockguide.errors import (
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
+    LeaseState,
     LockLost,
+    LuaScript,
     MajorityLost,
     MasterError,
     NoQuorum,
+    Owner,
+    Sleep,
+    Steps,
+    T,
+    check_client_of,
+    check_ms,
+    check_ttl_ms,
+    drive,
+    new_lock_value,
+    retryable,
 )
-from lockguide.tokens import new_lock_value
+from lockguide.lock import Lease, _put, _take, bounded_pool
 from lockguide.validity import Verdict, judge, quorum
 
-__all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "Redlock"]
+__all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
 
 #: Per-master timeout by default: inside the 5-50 ms the Redis docs suggest for a 10 s lock.
 DEFAULT_NODE_TIMEOUT_MS = 50.0
@@ -74,7 +79,8 @@ class Attempt:
 
     ``verdict`` is the arithmetic (votes, elapsed time, drift, validity);
     ``refused`` masters said another owner holds the key; ``failed`` ones
-    answered an error or nothing in time, and ``causes`` says which and why.
+    answered an error a retry may fix (``OOM``, ``BUSY``, ``LOADING``, ...) or
+    nothing in time, and ``causes`` says which and why.
     """
 
     verdict: Verdict
@@ -93,25 +99,14 @@ class Attempt:
         return self.verdict.acquired
 
 
-# Connections kept between requests, per bounded pool: taken from the pool once, reused
-# without the pool's per-checkout health check, and never shared by two requests at once.
-_IDLE: weakref.WeakKeyDictionary[redis.ConnectionPool, list[Any]] = weakref.WeakKeyDictionary()
-_IDLE_LOCK = threading.Lock()
-os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its parent's sockets
+@dataclass(frozen=True, slots=True)
+class FanOut:
+    """The effect of Redlock's steps: send ``commands`` to every master (or those in
+    ``only``) at once; the result is one entry per master, its last reply or the
+    exception that stands for it (``None`` for masters not asked)."""
 
-
-def _take(pool: redis.ConnectionPool) -> tuple[Any, bool]:
-    """A kept connection to ``pool``'s server (and ``True``), or a new one (and ``False``)."""
-    with _IDLE_LOCK:
-        idle = _IDLE.setdefault(pool, [])
-        if idle:
-            return idle.pop(), True
-    return pool.get_connection(), False
-
-
-def _put(pool: redis.ConnectionPool, conn: Any) -> None:
-    with _IDLE_LOCK:
-        _IDLE.setdefault(pool, []).append(conn)
+    commands: tuple[tuple[Any, ...], ...]
+    only: tuple[int, ...] | None = None
 
 
 def _where(client: redis.Redis) -> str:
@@ -144,13 +139,6 @@ def _cluster_refused(master: str) -> BadArgument:
         "may lack the lock. Give Redlock separate Redis servers that fail independently; "
         "on a cluster, use Lock or FencedLock with the RedisCluster client"
     )
-
-
-def _beyond_retry(error: BaseException) -> bool:
-    """An answer the next try would get again: credentials, permissions, configuration."""
-    if isinstance(error, rx.AuthenticationError | rx.AuthorizationError):
-        return True
-    return isinstance(error, rx.ResponseError) and not isinstance(error, rx.TryAgainError)
 
 
 def check_masters(
@@ -198,9 +186,11 @@ def check_redlock_options(
             f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
             "contenders that wait the same time retry in step and split the vote again"
         )
-    if isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
-        raise BadArgumentType(f"max_extensions must be an int, not {max_extensions!r}")
-    if max_extensions < 0:
+    if max_extensions is None:
+        pass
+    elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
+        raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
+    elif max_extensions < 0:
         raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
     if rng is not None and not isinstance(rng, random.Random):
         raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
@@ -211,17 +201,144 @@ def check_redlock_options(
 
 def tally(
     replies: list[Any], elapsed_ms: float, ttl_ms: int, drift: tuple[float, float]
-) -> tuple[Attempt, dict[int, Exception], int | None]:
-    """Judge one try's replies: the attempt, the errors by master, the first fatal one."""
-    errors = {i: r for i, r in enumerate(replies) if isinstance(r, Exception)}
-    granted = sum(1 for r in replies if r is not None and not isinstance(r, Exception))
+) -> tuple[Attempt, dict[int, BaseException], int | None]:
+    """Judge one try's replies: the attempt, the errors by master, the first fatal one.
+
+    An error a retry may fix is a failed vote; one no retry can fix is fatal.
+    """
+    errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
+    granted = sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
     causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
     verdict = judge(ttl_ms, elapsed_ms, granted, len(replies), *drift)
     attempt = Attempt(verdict, len(replies) - granted - len(errors), len(errors), causes)
-    return attempt, errors, next((i for i, e in errors.items() if _beyond_retry(e)), None)
+    return attempt, errors, next((i for i, e in errors.items() if not retryable(e)), None)
 
 
-class Redlock(Lease):
+class RedlockSteps(LeaseState):
+    """Redlock's decisions over N masters, as steps yielding :class:`FanOut` and ``Sleep``.
+
+    Shared by the synchronous :class:`Redlock` and ``lockguide.aio.Redlock``.
+    """
+
+    _quorum: int
+    _where: list[str]
+    _max_extensions: int | None
+    _extensions: int
+    _released: int
+    _last: Attempt | None
+    _uniform: Callable[[float, float], float]
+    _on_attempt: Callable[[Attempt], object] | None
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        """The outcome of the most recent try (``None`` before any)."""
+        return self._last
+
+    def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
+        give_up_at = self._give_up_at(blocking, timeout_ms)
+        while not (yield from self._try_steps(new_lock_value())):
+            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
+            if pause <= 0:
+                return False
+            yield Sleep(pause)
+        return True
+
+    def _try_steps(self, value: str) -> Steps[bool]:
+        """One try at every master; True if it won. A lost try leaves nothing behind."""
+        try:
+            started = self._clock()
+            replies = yield FanOut((("SET", self._key, value, "NX", "PX", self._ttl_ms),))
+            elapsed_ms = (self._clock() - started) * 1000.0
+            attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
+            self._last = attempt
+            self._last_error = next(iter(errors.values()), self._last_error)
+            if attempt.acquired and fatal is None:
+                self._won(value, started)
+                self._extensions = self._released = 0
+            if self._on_attempt is not None:
+                self._on_attempt(attempt)
+        except BaseException:  # Ctrl-C, a failing callback: nothing may stay locked
+            self._forget(value)
+            yield from self._release_quietly(value)
+            raise
+        if self._value == value:
+            return True
+        yield from self._release_quietly(value)
+        if fatal is not None:
+            error = errors[fatal]
+            if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
+                raise _cluster_refused(f"masters[{fatal}] ({self._where[fatal]})") from error
+            raise MasterError(self._key, fatal, self._where[fatal], error) from error  # type: ignore[arg-type]
+        return False
+
+    def _release_quietly(self, value: str) -> Steps[None]:
+        """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
+        with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
+            yield from self._run(RELEASE, value)
+
+    def _run(self, script: LuaScript, value: str, *args: object) -> Steps[list[Any]]:
+        """Run ``script`` on every master at once, loading it where it is missing."""
+        command = script.command((self._key,), (value, *args))
+        replies = yield FanOut((command,))
+        missing = tuple(i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError))
+        if missing:  # first use there, a restart, SCRIPT FLUSH: load it, then run it again
+            loaded = yield FanOut((("SCRIPT", "LOAD", script.source), command), missing)
+            for i in missing:
+                replies[i] = loaded[i]
+        return list(replies)
+
+    def _release_steps(self) -> Steps[int]:
+        value = self._check_owner("release")
+        replies = yield from self._run(RELEASE, value)
+        self._released += replies.count(1)
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        if errors and self._released < self._quorum <= self._released + len(errors):
+            raise errors[0]
+        self._forget(value)
+        if self._released < self._quorum:
+            raise self._majority_lost("release", self._released)
+        return self._released
+
+    def _extend_steps(self, ttl_ms: int | None) -> Steps[int]:
+        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
+        usable_ms = self._usable_for(new_ttl)
+        value = self._check_owner("extend")
+        if self._max_extensions is not None and self._extensions >= self._max_extensions:
+            raise ExtensionLimitReached(self._key, self._max_extensions)
+        started = self._clock()
+        extended = 0
+        if started < self._deadline:
+            extended = (yield from self._run(EXTEND, value, new_ttl)).count(1)
+        if extended >= self._quorum and self._clock() < self._deadline:
+            if self._value == value:  # not released and re-acquired meanwhile
+                self._deadline = started + usable_ms / 1000.0
+                self._extensions += 1
+            return extended
+        self._forget(value)
+        yield from self._release_quietly(value)
+        if extended < self._quorum and started < self._deadline:
+            raise self._majority_lost("extend", extended)
+        raise LockLost(self._key, "extend")
+
+    def _no_quorum(self, started: float) -> NoQuorum:
+        last = self._last
+        assert last is not None
+        return NoQuorum(
+            self._key,
+            (self._clock() - started) * 1000.0,
+            granted=last.granted,
+            refused=last.refused,
+            failed=last.failed,
+            needed=self._quorum,
+            causes=last.causes,
+        )
+
+    def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
+        n = len(self._where)
+        return MajorityLost(self._key, action, confirmed=confirmed, needed=self._quorum, masters=n)
+
+
+class Redlock(RedlockSteps, Lease):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
@@ -232,12 +349,14 @@ class Redlock(Lease):
         node_timeout_ms: how long each master may take, connecting included,
             from when its request was sent; it must leave validity in the TTL.
             A master that does not answer in time counts as "no".
-        timeout_ms: how long :meth:`acquire` keeps trying by default (``None``:
-            no limit). No new try starts after it.
+        timeout_ms: how long :meth:`acquire` keeps trying by default
+            (:data:`DEFAULT_TIMEOUT_MS`, 10 s; ``None``: no limit). No new try
+            starts after it.
         retry_delay_ms: the ``(low, high)`` range each pause between tries is
             drawn from. A fixed delay is refused: contenders that retry in step
             split the vote again and again.
-        max_extensions: how many times :meth:`extend` may renew one acquisition.
+        max_extensions: how many times :meth:`extend` may renew one acquisition
+            (``None``, the default: no bound; a ``Watchdog`` bounds by time).
         rng: the random source for the pauses (default: a new ``random.Random``).
         drift_factor: the fraction of the TTL set aside for clocks running at
             different rates; 0.01, as the reference implementations use, assumes
@@ -247,9 +366,13 @@ class Redlock(Lease):
             (``time.monotonic``).
         on_attempt: called with each try's :class:`Attempt` once it is judged
             (logging, metrics, the lab's timelines).
+        owner: ``"thread"`` or ``"process"``, as for :class:`~lockguide.Lock`.
 
-    An error no retry can fix (wrong credentials, a missing permission, a
-    read-only master) stops the acquire at once with :class:`~lockguide.MasterError`.
+    An error reply a retry may fix (``OOM``, ``BUSY``, ``NOREPLICAS``, ``LOADING``,
+    ``TRYAGAIN``, ``MASTERDOWN``, ``READONLY``) is a failed vote, its cause kept
+    on :attr:`last_attempt`; one no retry can fix (wrong credentials, a missing
+    permission, an unknown command) stops the acquire at once with
+    :class:`~lockguide.MasterError`. Masters are connected to all at once.
     The object belongs to the thread that acquired it, as a :class:`~lockguide.Lock` does.
 
     Example::
@@ -266,17 +389,18 @@ class Redlock(Lease):
         self,
         masters: Collection[redis.Redis],
         key: str,
-        ttl_ms: int,
         *,
+        ttl_ms: int,
         node_timeout_ms: float = DEFAULT_NODE_TIMEOUT_MS,
-        timeout_ms: float | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        max_extensions: int = 3,
+        max_extensions: int | None = None,
         rng: random.Random | None = None,
         drift_factor: float = 0.01,
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         on_attempt: Callable[[Attempt], object] | None = None,
+        owner: Owner = "thread",
     ) -> None:
         if isinstance(masters, RedisCluster):
             raise _cluster_refused("masters")
@@ -284,9 +408,10 @@ class Redlock(Lease):
             for i, master in enumerate(masters):
                 if isinstance(master, RedisCluster):
                     raise _cluster_refused(f"masters[{i}]")
-        clients, where = check_masters(masters, redis.Redis, check_client, "redis.Redis")
+        check = _check_client
+        clients, where = check_masters(masters, redis.Redis, check, "redis.Redis")
         self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock
+            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
         )
         node_timeout = check_redlock_options(
             self, node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt
@@ -294,7 +419,8 @@ class Redlock(Lease):
         self._masters, self._where = clients, where
         self._quorum = quorum(len(clients))
         self._node_timeout_ms = node_timeout
-        self._pools = [bounded_pool(c, node_timeout / 1000.0) for c in clients]
+        self._timeout_s = node_timeout / 1000.0
+        self._pools = [bounded_pool(c, self._timeout_s) for c in clients]
         self._max_extensions = max_extensions
         self._uniform = (rng or random.Random()).uniform
         self._on_attempt = on_attempt
@@ -317,14 +443,11 @@ class Redlock(Lease):
         return self._node_timeout_ms
 
     @property
-    def extensions_left(self) -> int:
-        """How many more times :meth:`extend` may renew the current acquisition."""
+    def extensions_left(self) -> int | None:
+        """How many more times :meth:`extend` may renew this acquisition (``None``: no bound)."""
+        if self._max_extensions is None:
+            return None
         return self._max_extensions - self._extensions
-
-    @property
-    def last_attempt(self) -> Attempt | None:
-        """The outcome of the most recent try (``None`` before any)."""
-        return self._last
 
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock on a majority of masters; ``True`` if this call got it.
@@ -340,14 +463,7 @@ class Redlock(Lease):
         Raises:
             MasterError: a master answered an error no retry can fix.
         """
-        wait_ms = self._wait_ms(blocking, timeout_ms)
-        give_up_at = None if wait_ms is None else self._clock() + wait_ms / 1000.0
-        while not self._try(new_lock_value()):
-            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
-            if pause <= 0:
-                return False
-            time.sleep(pause)
-        return True
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
 
     def release(self) -> int:
         """Release with compare-and-delete on every master; how many deleted this holder's key.
@@ -361,16 +477,7 @@ class Redlock(Lease):
             MajorityLost: fewer than a majority still held this holder's value;
                 keys that belong to someone else were left untouched.
         """
-        value = self._check_owner("release")
-        replies = self._run(RELEASE, value)
-        self._released += replies.count(1)
-        errors = [reply for reply in replies if isinstance(reply, Exception)]
-        if errors and self._released < self._quorum <= self._released + len(errors):
-            raise errors[0]
-        self._value = None
-        if self._released < self._quorum:
-            raise self._majority_lost("release", self._released)
-        return self._released
+        return self._drive(self._release_steps())
 
     def extend(self, ttl_ms: int | None = None) -> int:
         """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
@@ -386,117 +493,94 @@ class Redlock(Lease):
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
         """
-        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
-        usable_ms = self._usable_for(new_ttl)
-        value = self._check_owner("extend")
-        if self._extensions >= self._max_extensions:
-            raise ExtensionLimitReached(self._key, self._max_extensions)
-        started = self._clock()
-        extended = self._run(EXTEND, value, new_ttl).count(1) if started < self._deadline else 0
-        if extended >= self._quorum and self._clock() < self._deadline:
-            self._deadline = started + usable_ms / 1000.0
-            self._extensions += 1
-            return extended
-        self._value = None
-        self._run(RELEASE, value)
-        if extended < self._quorum and started < self._deadline:
-            raise self._majority_lost("extend", extended)
-        raise LockLost(self._key, "extend")
+        return self._drive(self._extend_steps(ttl_ms))
 
     def locked(self) -> bool:
         """Whether a majority of masters hold the key now, for anyone."""
-        return self._fan_out(("EXISTS", self._key)).count(1) >= self._quorum
+        return self._fan_out(FanOut((("EXISTS", self._key),))).count(1) >= self._quorum
 
     def owned(self) -> bool:
         """Whether a majority of masters hold this object's value now."""
-        mine = self._value
+        mine = self.value
         if mine is None:
             return False
-        replies = self._fan_out(("GET", self._key))
+        replies = self._fan_out(FanOut((("GET", self._key),)))
         return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
+
+    def close(self) -> None:
+        """Close the connections to every master (shared by Redlocks on the same clients)."""
+        for pool in self._pools:
+            pool.disconnect()
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"
         return f"<Redlock {self._key!r} masters={len(self._masters)} ttl_ms={self._ttl_ms} {state}>"
 
-    # -- internals ---------------------------------------------------------------------
+    # -- the driver ----------------------------------------------------------------------
 
-    def _try(self, value: str) -> bool:
-        """One try at every master; True if it won. A lost try leaves nothing behind."""
-        try:
-            started = self._clock()
-            replies = self._fan_out(("SET", self._key, value, "NX", "PX", self._ttl_ms))
-            elapsed_ms = (self._clock() - started) * 1000.0
-            attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
-            self._last = attempt
-            if attempt.acquired and fatal is None:
-                self._won(value, started)
-                self._extensions = self._released = 0
-            if self._on_attempt is not None:
-                self._on_attempt(attempt)
-        except BaseException:  # Ctrl-C, a failing callback: nothing may stay locked
-            self._value = None
-            self._release_quietly(value)
-            raise
-        if self._value == value:
-            return True
-        self._release_quietly(value)
-        if fatal is not None:
-            error = errors[fatal]
-            if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
-                raise _cluster_refused(f"masters[{fatal}] ({self._where[fatal]})") from error
-            raise MasterError(self._key, fatal, self._where[fatal], error) from error
-        return False
+    def _drive(self, steps: Steps[T]) -> T:
+        return drive(steps, self._perform)
 
-    def _release_quietly(self, value: str) -> None:
-        """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
-        with contextlib.suppress(Exception):
-            self._run(RELEASE, value)
+    def _perform(self, effect: FanOut | Sleep) -> Any:
+        if isinstance(effect, Sleep):
+            time.sleep(effect.seconds)
+            return None
+        return self._fan_out(effect)
 
-    def _run(self, script: LuaScript, value: str, *args: object) -> list[Any]:
-        """Run ``script`` on every master at once, loading it where it is missing."""
-        command = script.command((self._key,), (value, *args))
-        replies = self._fan_out(command)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError)]
-        if missing:  # first use there, a restart, SCRIPT FLUSH: load it, then run it again
-            loaded = self._fan_out(("SCRIPT", "LOAD", script.source), command, only=missing)
-            for i in missing:
-                replies[i] = loaded[i]
-        return replies
+    def _fan_out(self, effect: FanOut) -> list[Any]:
+        """Send to every master (or ``effect.only``) at once, then read every reply.
 
-    def _fan_out(self, *commands: tuple[Any, ...], only: list[int] | None = None) -> list[Any]:
-        """Send ``commands`` to every master (or those in ``only``), then read every reply.
-
-        Every request is written before any reply is read, and each master's
-        replies are awaited until the per-node timeout after its own request;
-        the result for a master is its last reply, or the exception that stands
-        for it. A connection whose reply did not come is closed, so that reply
-        can never be read later as the answer to another request. A kept
-        connection the server has closed meanwhile (an idle timeout, a restart)
-        gets the commands once more on a new one: the lock commands can be
-        repeated for one value.
+        Masters with no connection that worked yet are connected to all at once
+        (each bounded by the node timeout), so two frozen masters cost one node
+        timeout, not two. Every request is written before any reply is read, and
+        each master's reply is awaited at most the node timeout after its request. A
+        connection whose reply did not come is
+        closed, so that reply can never be read later as another's answer.
         """
-        targets = range(len(self._pools)) if only is None else only
-        results: list[Any] = [None] * len(self._pools)
-        conns: list[Any] = [None] * len(self._pools)
-        kept = [False] * len(self._pools)
-        due = [0.0] * len(self._pools)
-        packed: dict[object, list[Any]] = {}
+        n = len(self._pools)
+        targets = range(n) if effect.only is None else effect.only
+        results: list[Any] = [None] * n
+        conns: list[Any] = [None] * n
+        due = [0.0] * n
+        kept = [False] * n
         try:
+            cold = [i for i in targets if self._pools[i] not in _WARM]
+            if len(cold) > 1:
+                for i, got in zip(cold, _connect_all([self._pools[i] for i in cold]), strict=True):
+                    conns[i], results[i] = (
+                        (None, got) if isinstance(got, Exception) else (got, None)
+                    )
+            packed: dict[object, Any] = {}
             for i in targets:
                 try:
-                    conns[i], kept[i] = _take(self._pools[i])
+                    if conns[i] is None and results[i] is None:
+                        conns[i], kept[i] = _take(self._pools[i])
+                    if conns[i] is None:
+                        continue
                     encoder = conns[i].encoder  # the commands are encoded once per encoding
                     key = (encoder.encoding, encoder.encoding_errors)
                     if key not in packed:
-                        packed[key] = conns[i].pack_commands(commands)
+                        packed[key] = conns[i].pack_commands(effect.commands)
                     conns[i].send_packed_command(packed[key], check_health=False)
-                    due[i] = time.monotonic() + self._node_timeout_ms / 1000.0
+                    due[i] = time.monotonic() + self._timeout_s
                 except (rx.RedisError, OSError) as error:
                     results[i] = error
             for i in targets:
                 if conns[i] is not None and results[i] is None:
-                    results[i] = self._reply(conns[i], due[i], kept[i], commands)
+                    results[i] = _replies(conns[i], due[i], effect.commands, self._timeout_s)
+                    lost = results[i]
+                    if (
+                        kept[i]
+                        and isinstance(lost, rx.ConnectionError)
+                        and not isinstance(lost.__context__, rx.ResponseError)
+                    ):
+                        # closed while it was kept (an idle timeout, a restart): once more,
+                        # on a new connection; the lock commands can be repeated for one value
+                        results[i] = _resend(conns[i], effect.commands, self._timeout_s)
+                    if not isinstance(results[i], rx.TimeoutError | rx.ConnectionError):
+                        _WARM.add(self._pools[i])
+                    else:
+                        _WARM.discard(self._pools[i])
         except BaseException:
             for conn in conns:
                 if conn is not None:
@@ -508,56 +592,69 @@ class Redlock(Lease):
                     _put(pool, conn)
         return results
 
-    def _reply(self, conn: Any, due: float, kept: bool, commands: tuple[Any, ...]) -> Any:
-        """One master's last reply by ``due`` (or its first error), or the exception for it."""
-        replies: list[Any] = []
-        try:
-            for _ in commands:
-                left = due - time.monotonic()
-                # Fresh from sending, a plain read is bounded by the connection's own
-                # timeout (the node timeout), at most a tenth past ``due``, and costs
-                # fewer system calls; later, wait exactly what is left of the deadline.
-                if left < 0.9 * self._node_timeout_ms / 1000.0 and not conn.can_read(
-                    timeout=max(left, 0.0)
-                ):
-                    conn.disconnect()  # its reply may still come: never read it later
-                    return rx.TimeoutError("no reply within node_timeout_ms")
-                try:
-                    replies.append(conn.read_response())
-                except rx.ResponseError as error:
-                    replies.append(error)  # an answer like any other: keep reading
-        except (rx.RedisError, OSError) as error:
-            conn.disconnect()
-            if not (kept and isinstance(error, rx.ConnectionError) and not replies):
-                return error
-            try:  # closed while it was kept: once more, on a new connection
-                conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            except (rx.RedisError, OSError) as again:
-                return again
-            return self._reply(
-                conn, time.monotonic() + self._node_timeout_ms / 1000.0, False, commands
-            )
-        errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
-        return (
-            errors[0] if errors and not isinstance(replies[-1], rx.ResponseError) else replies[-1]
-        )
-
     def _acquire_for_with(self) -> None:
         started = self._clock()
         if not self.acquire():
-            last = self._last
-            assert last is not None
-            raise NoQuorum(
-                self._key,
-                (self._clock() - started) * 1000.0,
-                granted=last.granted,
-                refused=last.refused,
-                failed=last.failed,
-                needed=self._quorum,
-                causes=last.causes,
-            )
+            raise self._no_quorum(started) from self._last_error
 
-    def _majority_lost(self, action: str, confirmed: int) -> MajorityLost:
-        return MajorityLost(
-            self._key, action, confirmed=confirmed, needed=self._quorum, masters=len(self._masters)
-        )
+
+# Pools that have had a connection work: the others are connected to all at once.
+_WARM: weakref.WeakSet[redis.ConnectionPool] = weakref.WeakSet()
+_CONNECTING: list[ThreadPoolExecutor] = []
+_CONNECTING_LOCK = threading.Lock()
+
+
+def _forget_threads() -> None:  # a forked child has its parent's executor, not its threads
+    _CONNECTING.clear()
+    _WARM.clear()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
+
+
+def _connect_all(pools: list[redis.ConnectionPool]) -> list[Any]:
+    """A connection from each pool (or the error for it), all connected at once."""
+    with _CONNECTING_LOCK:
+        if not _CONNECTING:
+            _CONNECTING.append(ThreadPoolExecutor(8, thread_name_prefix="lockguide-connect"))
+        executor = _CONNECTING[0]
+    futures = [executor.submit(pool.get_connection) for pool in pools]
+    results: list[Any] = []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except (rx.RedisError, OSError) as error:
+            results.append(error)
+    return results
+
+
+def _resend(conn: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float) -> Any:
+    try:
+        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+    except (rx.RedisError, OSError) as error:
+        return error
+    return _replies(conn, time.monotonic() + timeout_s, commands, timeout_s)
+
+
+def _replies(conn: Any, due: float, commands: tuple[Any, ...], timeout_s: float) -> Any:
+    """One master's last reply by ``due`` (or its first error reply), or the exception."""
+    replies: list[Any] = []
+    try:
+        for _ in commands:
+            left = due - time.monotonic()  # after another master's wait, its reply may be here
+            if left <= 0 and not conn.can_read(timeout=0):
+                raise rx.TimeoutError("no reply within node_timeout_ms")
+            try:  # fresh from sending, the socket's own timeout (the node timeout) bounds it
+                fresh = left > 0.9 * timeout_s
+                replies.append(conn.read_response() if fresh else conn.read_response(timeout=left))
+            except rx.ResponseError as error:
+                replies.append(error)  # an answer like any other: keep reading
+    except (rx.RedisError, OSError) as error:
+        conn.disconnect()  # a reply may still come: never read it later
+        return error
+    errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
+    return errors[0] if errors and not isinstance(replies[-1], rx.ResponseError) else replies[-1]
+
+
+def _check_client(client: object, name: str) -> redis.Redis:
+    return check_client_of(redis.Redis, "redis.Redis", client, name)

@@ -8,35 +8,40 @@
 4. A's whole process pauses for 40 s, watchdog included, and may write before it runs
    again. **Renewal cannot fix a pause**: only a fencing token can refuse that write.
 
-So the watchdog is for slow work, not pauses, and stops after ``max_renewals``.
+So the watchdog is for slow work, not pauses. It renews until the holder releases;
+``max_total_ms``, if given, bounds how long it keeps a lease alive in all.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from types import TracebackType
 from typing import Protocol
 
 from redis.exceptions import RedisError
 
-from lockguide._base import LeaseState, check_ms
-from lockguide.errors import (
+from lockguide._core import (
     BadArgument,
     BadArgumentType,
+    LeaseState,
     LockError,
     LockLost,
     NotOwned,
     RenewalFailed,
+    check_ms,
 )
-from lockguide.fencing import check_count
 from lockguide.lock import Lock
+from lockguide.redlock import Redlock
 
 __all__ = ["Watchdog"]
 
 
-def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[float, int]:
-    """The interval in seconds (a third of the TTL by default) and the renewal bound."""
+def check_renewal(
+    ttl_ms: int, every_ms: object, max_total_ms: object
+) -> tuple[float, float | None]:
+    """The interval in seconds (a third of the TTL by default), and the bound in seconds."""
     every_ms = ttl_ms / 3 if every_ms is None else every_ms
     interval = check_ms(every_ms, "every_ms")
     if not 0 < interval < ttl_ms:
@@ -44,7 +49,9 @@ def check_renewal(ttl_ms: int, every_ms: object, max_renewals: object) -> tuple[
             f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
             "a renewal after the lease has run out comes too late"
         )
-    return interval / 1000.0, check_count(max_renewals, "max_renewals")
+    if max_total_ms is None:
+        return interval / 1000.0, None
+    return interval / 1000.0, check_ms(max_total_ms, "max_total_ms", positive=True) / 1000.0
 
 
 class Flag(Protocol):
@@ -86,7 +93,7 @@ class WatchdogState:
 
         Raises:
             RenewalFailed: a renewal failed, or the lease ran out (after
-                ``max_renewals``, or while the whole process was paused).
+                ``max_total_ms``, or while the whole process was paused).
         """
         if self._error is None and self._lock.validity_remaining_ms() > 0:
             return
@@ -105,25 +112,27 @@ class WatchdogState:
 
 
 class Watchdog(WatchdogState):
-    """Renew a held :class:`~lockguide.Lock` (or ``FencedLock``) from a background thread.
+    """Renew a held ``Lock``, ``FencedLock`` or ``Redlock`` from a background thread.
 
-    Every ``every_ms`` the thread extends the lease by the TTL, until the lock is
-    released through it, a renewal finds the key gone or someone else's, or
-    ``max_renewals``. A failure is never silent: :attr:`lost`, :attr:`lost_event`,
-    :meth:`check` and :meth:`release` all report it.
+    Every ``every_ms`` the thread extends the lease by the TTL, until the holder
+    releases it (through the watchdog or directly), a renewal finds the key gone
+    or someone else's, or ``max_total_ms`` has passed. A failure is never
+    silent: :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release`
+    all report it.
 
     Args:
         lock: the lock to keep alive. ``with Watchdog(lock):`` acquires it if
             needed; :meth:`start` requires it held.
         every_ms: time between renewals, below the TTL; by default a third of
             it, so one slow or failed renewal leaves time for another.
-        max_renewals: the most renewals ever made; a stuck holder keeps others
-            out for at most about ``every_ms * max_renewals + ttl_ms``.
+        max_total_ms: if given, renew for at most this long from :meth:`start`;
+            a stuck holder then keeps others out for at most about
+            ``max_total_ms + ttl_ms``. By default: until released.
 
     Example::
 
         lock = FencedLock(r, "lock:report", ttl_ms=30_000)
-        with Watchdog(lock, max_renewals=20) as dog:
+        with Watchdog(lock, max_total_ms=600_000) as dog:
             for part in parts:
                 build(part)
                 dog.check()  # raises RenewalFailed once the lease is lost
@@ -131,16 +140,23 @@ class Watchdog(WatchdogState):
     """
 
     def __init__(
-        self, lock: Lock, *, every_ms: float | None = None, max_renewals: int = 10
+        self,
+        lock: Lock | Redlock,
+        *,
+        every_ms: float | None = None,
+        max_total_ms: float | None = None,
     ) -> None:
-        if not isinstance(lock, Lock):
-            raise BadArgumentType(f"lock must be a Lock or FencedLock, not {type(lock).__name__}")
-        self._lock: Lock = lock
-        self._every_s, self._max_renewals = check_renewal(lock.ttl_ms, every_ms, max_renewals)
+        if not isinstance(lock, Lock | Redlock):
+            raise BadArgumentType(
+                f"lock must be a Lock, FencedLock or Redlock, not {type(lock).__name__}"
+            )
+        self._lock: Lock | Redlock = lock
+        self._every_s, self._max_total_s = check_renewal(lock.ttl_ms, every_ms, max_total_ms)
         self._stop = threading.Event()
         self._lost: threading.Event = threading.Event()
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._until: float | None = None
 
     @property
     def lost_event(self) -> threading.Event:
@@ -165,6 +181,8 @@ class Watchdog(WatchdogState):
         self._thread = threading.Thread(
             target=self._run, name=f"lockguide-watchdog:{self._lock.key}", daemon=True
         )
+        self._lock._allow(self._thread)  # this thread may extend the lease
+        self._until = None if self._max_total_s is None else time.monotonic() + self._max_total_s
         self._thread.start()
 
     def stop(self) -> None:
@@ -230,7 +248,6 @@ class Watchdog(WatchdogState):
 
     def _run(self) -> None:
         """The thread: renew until told to stop; a crash is reported as a failure."""
-        self._lock._allow_thread(threading.get_ident())  # this thread may extend the lease
         try:
             self._loop()
         except BaseException as error:  # never die silently
@@ -241,10 +258,10 @@ class Watchdog(WatchdogState):
         wait = self._every_s
         while not self._stop.wait(wait):
             wait = self._every_s
-            if self._renewals >= self._max_renewals:  # flag the loss when the lease ends
+            if self._until is not None and time.monotonic() >= self._until:
                 if not self._stop.wait(self._lock.validity_remaining_ms() / 1000.0):
                     self._fail(
-                        f"the watchdog stopped after {self._max_renewals} renewals (its bound) "
+                        "the watchdog stopped renewing after max_total_ms (its bound) "
                         "and the lease ran out"
                     )
                 return
@@ -256,8 +273,8 @@ class Watchdog(WatchdogState):
                 except LockLost:
                     self._fail("the key was gone or held by another owner at renewal")
                     return
-                except NotOwned:
-                    return  # released directly by the holder: nothing left to renew
+                except NotOwned:  # released (or re-acquired) by the holder: not ours to renew
+                    return
                 except RedisError as error:
                     left_ms = self._lock.validity_remaining_ms()
                     if left_ms <= 0:

@@ -1,18 +1,8 @@
-"""Lock values: unique per acquisition and impossible to guess."""
+"""Lock values: unique per acquisition and impossible to guess.
 
-from __future__ import annotations
+Defined in ``lockguide._core`` (the one file ``lock.py`` needs beside it).
+"""
 
-import secrets
+from lockguide._core import VALUE_BYTES, new_lock_value
 
-#: Bytes of randomness in every lock value. The Redis documentation suggests
-#: 20 bytes from ``/dev/urandom``; :mod:`secrets` reads the same OS source.
-VALUE_BYTES = 20
-
-
-def new_lock_value() -> str:
-    """Return a fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits.
-
-    Hex keeps the value printable and safe for clients created with
-    ``decode_responses=True``; the randomness is the full 160 bits either way.
-    """
-    return secrets.token_hex(VALUE_BYTES)
+__all__ = ["VALUE_BYTES", "new_lock_value"]

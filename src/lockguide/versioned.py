@@ -19,13 +19,32 @@ from dataclasses import dataclass
 
 import redis
 
-from lockguide._base import LuaScript, check_client, check_delay_range, check_key
-from lockguide.errors import BadArgumentType, VersionConflict
-from lockguide.fencing import check_count
+from lockguide._core import (
+    BadArgumentType,
+    VersionConflict,
+    check_client_of,
+    check_count,
+    check_delay_range,
+    check_key,
+)
 
 __all__ = ["CasResult", "Versioned", "VersionedValue"]
 
-CAS_VERSION = LuaScript("cas_version.lua")
+CAS_VERSION = """\
+-- Compare-and-set on a version: write the value and the next version together,
+-- only if the version is still the one the caller read.
+-- KEYS[1] = a hash holding "value" and "version" (a missing hash is version 0)
+-- ARGV[1] = the version the caller read
+-- ARGV[2] = the new value
+-- Returns {1, new version} when written, {0, current version} when refused.
+local current = tonumber(redis.call("HGET", KEYS[1], "version") or "0")
+if current ~= tonumber(ARGV[1]) then
+    return {0, current}
+end
+local next_version = current + 1
+redis.call("HSET", KEYS[1], "value", ARGV[2], "version", next_version)
+return {1, next_version}
+"""
 
 
 @dataclass(frozen=True)
@@ -65,8 +84,9 @@ class VersionedValue:
     """
 
     def __init__(self, client: redis.Redis, key: str) -> None:
-        self._client = check_client(client)
+        self._client = check_client_of(redis.Redis, "redis.Redis", client)
         self._key = check_key(key)
+        self._cas = self._client.register_script(CAS_VERSION)
 
     @property
     def key(self) -> str:
@@ -89,7 +109,7 @@ class VersionedValue:
         expected = check_count(expected_version, "expected_version", 0, hint, "versions start at 0")
         if not isinstance(value, str):
             raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
-        accepted, version = CAS_VERSION(self._client, (self._key,), (expected, value))
+        accepted, version = self._cas(keys=[self._key], args=[expected, value])
         return CasResult(accepted=accepted == 1, version=int(version))
 
     def update(

@@ -2,10 +2,16 @@
 
 The story this class is written against, in order:
 
-1. Client A creates ``/locks/ledger/lock-0000000007``, an *ephemeral
-   sequential* node: ZooKeeper numbers it, and deletes it when A's session
-   ends. A holds the lock when its node is the lowest under ``/locks/ledger``;
-   otherwise it watches the node just below its own and waits for it to go.
+1. Client A creates ``/locks/ledger/<A's prefix>-lock-0000000007``, an
+   *ephemeral sequential* node: ZooKeeper numbers it, and deletes it when A's
+   session ends. A holds the lock when its node's number is the lowest under
+   ``/locks/ledger``; otherwise it watches the node just below its own and
+   waits for it to go. The prefix is random, drawn for each ``acquire``: when
+   a create's reply is lost (a timeout, a dropped connection), the ensemble
+   may have made the node anyway, and A finds it again by its prefix and
+   carries on with it, or, when A gives up, deletes it once the ensemble
+   answers. Without it, such a node would block everyone, A included, for as
+   long as A's session lasts.
 2. The node's ``czxid`` (the transaction id that created it, ordered across the
    whole ensemble) is A's fencing token. Nodes are granted in creation order,
    so each holder's token is larger than the one before.
@@ -18,36 +24,36 @@ The story this class is written against, in order:
    (:class:`~lockguide.FencedStore`, :class:`~lockguide.SqlFencedStore`).
 4. A releases by deleting its node.
 
-It needs kazoo (``pip install 'lockguide[zookeeper]'``), used through the
-started ``KazooClient`` the caller passes: ``import lockguide`` never needs it.
+It needs kazoo (``pip install './lockguide[zookeeper]'`` from a clone:
+lockguide is not on a package index), used through the started ``KazooClient`` the caller passes:
+``import lockguide`` never needs it. There is no ``ttl_ms``: the lease is the
+kazoo session, whose timeout is set on the ``KazooClient``. Ownership, the total
+``acquire`` deadline, ``with`` and the lease-loss signal are the ones every
+lock here shares (:mod:`lockguide._consensus`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from lockguide._base import check_key, check_ms
-from lockguide.errors import (
-    AlreadyAcquired,
-    BadArgument,
-    BadArgumentType,
-    ClusterUnavailable,
-    LockLost,
-    NotAcquired,
-    NotOwned,
-    RenewalFailed,
-    WrongOwner,
-)
-from lockguide.fencing import check_token
+from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
+from lockguide._core import MAX_TTL_MS, UNSET, Owner, check_ms
+from lockguide.errors import BadArgument, BadArgumentType, ClusterUnavailable, LockLost
 
 __all__ = ["ZooKeeperLock"]
 
-_PREFIX = "lock-"
+_NAME = "lock-"  # then ZooKeeper's ten-digit sequence number
+
+
+def _sequence(child: str) -> int:
+    """The sequence number ZooKeeper appended to a contender's node name."""
+    return int(child[-10:]) if child[-10:].isdigit() else -1
 
 
 def _waker(event: threading.Event) -> Callable[[Any], None]:
@@ -55,18 +61,28 @@ def _waker(event: threading.Event) -> Callable[[Any], None]:
     return lambda _: event.set()
 
 
-class ZooKeeperLock:
+class ZooKeeperLock(ConsensusLease):
     """A mutual-exclusion lock on a ZooKeeper ensemble; see the module for the story.
 
     Args:
         client: a started ``kazoo.client.KazooClient``. The lock's lease is its
             session: the session timeout is the TTL.
         path: the lock's node, e.g. ``"/locks/ledger"``; contenders' nodes go under it.
-        timeout_ms: how long :meth:`acquire` waits by default; ``None`` waits
-            as long as it takes.
+        timeout_ms: how long :meth:`acquire` waits by default, every request
+            included (:data:`~lockguide.DEFAULT_TIMEOUT_MS`, 10 s); ``None``
+            waits as long as it takes.
+        retry_delay_ms: the ``(low, high)`` range each pause after a failed
+            request is drawn from.
         request_timeout_ms: how long one request may wait for the ensemble
             (kazoo queues requests while it reconnects).
         clock: the function waits are timed with (default ``time.monotonic``).
+        owner: ``"thread"`` (the default): only the thread that acquired may
+            ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
+            moves it); ``"process"``: any thread of the acquiring process may.
+            A forked child never may, and sees the lock as not held.
+
+    There is no ``ttl_ms``: the session's timeout, set on the ``KazooClient``,
+    is the lease, and :meth:`check` (not a deadline) says whether it still holds.
     """
 
     def __init__(
@@ -74,181 +90,221 @@ class ZooKeeperLock:
         client: Any,
         path: str,
         *,
-        timeout_ms: float | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
+        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = 5_000.0,
         clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
     ) -> None:
         try:
             from kazoo.client import KazooClient
             from kazoo.protocol.states import KazooState
         except ImportError as error:  # pragma: no cover - an optional extra
             raise ImportError(
-                "ZooKeeperLock needs kazoo: pip install 'lockguide[zookeeper]'"
+                "ZooKeeperLock needs kazoo: pip install './lockguide[zookeeper]' from a clone "
+                "of the lockguide repository (it is not on a package index), or pip install kazoo"
             ) from error
         if not isinstance(client, KazooClient):
             raise BadArgumentType(
                 f"client must be a started kazoo KazooClient, not {type(client).__name__}"
             )
-        path = check_key(path, "path")
+        # The core's TTL is a formality here: the session, not a deadline, is the lease.
+        self._init_consensus(path, MAX_TTL_MS, timeout_ms, retry_delay_ms, clock, owner)
         if not path.startswith("/") or path.endswith("/") or "//" in path:
             raise BadArgument(
                 f"path must be an absolute ZooKeeper path like '/locks/ledger', got {path!r}"
             )
         self._client = client
-        self._path = path
-        self._timeout_ms = None if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000
-        if not callable(clock):
-            raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
-        self._clock = clock
         self._states = KazooState
-        self._node: str | None = None
-        self._token: int | None = None
-        self._owner: int | None = None
-        self._lost = threading.Event()
-        self._error: RenewalFailed | None = None
         self._suspended = False
         client.add_listener(self._on_state)
 
     # -- state ---------------------------------------------------------------------------
 
     @property
-    def key(self) -> str:
-        """The lock's path."""
-        return self._path
-
-    @property
-    def held(self) -> bool:
-        """Whether this object believes it holds the lock (acquired, not released)."""
-        return self._node is not None
+    def ttl_ms(self) -> int:
+        """Not a ZooKeeper lock's: its lease is the kazoo session (``KazooClient(timeout=)``)."""
+        raise AttributeError(
+            "a ZooKeeperLock has no ttl_ms: its lease is the kazoo session, whose timeout "
+            "is set on the KazooClient"
+        )
 
     @property
     def node(self) -> str | None:
         """This holder's sequential node, while held."""
-        return self._node
+        return self.value
 
-    @property
-    def token(self) -> int:
-        """The fencing token: the zxid that created this holder's node.
+    def validity_remaining_ms(self) -> float:
+        """``inf`` while held on a live, connected session; ``0.0`` otherwise.
 
-        Raises:
-            NotOwned: this object does not hold the lock.
+        ZooKeeper keeps no deadline a client can read: the session lasts while
+        heartbeats arrive. Use :meth:`check` before each write.
         """
-        if self._token is None or self._node is None:
-            raise NotOwned(self._path, "read the fencing token of")
-        return self._token
+        if not self.held or self._error is not None or self._suspended:
+            return 0.0
+        return float("inf")
 
-    @property
-    def lost(self) -> bool:
-        """Whether the session was found expired while held (the node is gone)."""
-        return self._lost.is_set()
-
-    @property
-    def lost_event(self) -> threading.Event:
-        """Set when the lock is lost; wait on it to be woken by the failure."""
-        return self._lost
-
-    def check(self) -> None:
-        """Raise if the holder must not write now; call it before each write.
-
-        Raises:
-            NotOwned: not held.
-            RenewalFailed: the session expired, or the connection is suspended
-                (the session may expire before it comes back).
-        """
-        if self._node is None:
-            raise NotOwned(self._path, "check")
-        if self._error is not None:
-            raise self._error
+    def _doubt(self) -> str | None:
         if self._suspended:
-            raise RenewalFailed(
-                self._path, "the connection to ZooKeeper is suspended; the session may expire"
-            )
+            return "the connection to ZooKeeper is suspended; the session may expire"
+        return None
 
     def _on_state(self, state: Any) -> None:
         """kazoo's session listener (its own thread): flag a loss while held."""
-        if self._node is None:
+        if self._value is None:
             return
         if state == self._states.LOST:
             self._fail("the ZooKeeper session expired: the ensemble deleted the node")
         else:  # SUSPENDED: not safe to write until the session is confirmed (CONNECTED)
             self._suspended = state == self._states.SUSPENDED
 
-    def _fail(self, reason: str) -> None:
-        if self._error is None:
-            self._error = RenewalFailed(self._path, reason)
-        self._lost.set()
-
     # -- acquire and release -------------------------------------------------------------
 
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool:
+    def acquire(self, *, blocking: bool = True, timeout_ms: Any = UNSET) -> bool:
         """Take the lock; ``True`` when taken, ``False`` when the wait ran out.
+
+        A request the ensemble does not answer in time (a timeout, a lost
+        connection, an expired session) is retried within the wait; a create
+        whose reply was lost is found again by this call's prefix. When the
+        wait runs out with the ensemble not answering, :attr:`last_error` keeps
+        the last error (``with`` raises :class:`~lockguide.ClusterUnavailable`).
 
         Raises:
             AlreadyAcquired: this object holds it already.
-            ClusterUnavailable: the ensemble did not answer before the timeout.
+            ClusterUnavailable: the kazoo client was stopped or closed.
         """
-        from kazoo.exceptions import KazooException
+        from kazoo.exceptions import ConnectionClosedError
 
-        if self._node is not None:
-            raise AlreadyAcquired(self._path)
-        wait = self._timeout_ms if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
         started = self._clock()
-        give_up = None if wait is None or not blocking else started + wait / 1000
-        node: str | None = None
+        give_up = self._give_up_at(blocking, timeout_ms)
+        if not blocking:  # one try still gives each request its own timeout
+            give_up = None
+        prefix = f"{uuid.uuid4().hex}-{_NAME}"
+        mine: tuple[str, int] | None = None  # our node's name and czxid, once known
+        unsure = False  # a create was sent whose reply never came
         try:
-            node, stat = self._get(
-                self._client.create_async(
-                    f"{self._path}/{_PREFIX}",
-                    ephemeral=True,
-                    sequence=True,
-                    makepath=True,
-                    include_data=True,
-                ),
-                give_up,
-            )
             while True:
-                listed = self._get(self._client.get_children_async(self._path), give_up)
-                children = sorted(c for c in listed if c.startswith(_PREFIX))
-                mine = node.rsplit("/", 1)[1]
-                if mine not in children:
-                    raise LockLost(self._path, "acquire")  # the session expired while waiting
-                below = children[: children.index(mine)]
-                if not below:
-                    self._won(node, int(stat.czxid))
-                    node = None
-                    return True
-                if not blocking:
-                    return False
-                gone = threading.Event()
-                watch = self._client.exists_async(f"{self._path}/{below[-1]}", _waker(gone))
-                if self._get(watch, give_up):
-                    left = None if give_up is None else give_up - self._clock()
-                    if left is not None and left <= 0:
+                try:
+                    if mine is None and unsure:
+                        mine = self._find(prefix, give_up)
+                        if mine is not None:
+                            unsure = False  # found: it is ours to hold, not to clean up
+                    if mine is None:
+                        unsure = True
+                        mine = self._create(prefix, give_up)
+                        unsure = False
+                    below = self._below(mine[0], give_up)
+                    self._last_error = None
+                    if below is None:  # our node is gone: the session ended; start again
+                        mine = None
+                        continue
+                    if not below:
+                        self._won_token(f"{self._key}/{mine[0]}", mine[1], started)
+                        mine = None
+                        return True
+                    if not blocking:
                         return False
-                    gone.wait(left)
-        except (KazooException, self._client.handler.timeout_exception) as error:
-            if node is not None and give_up is not None and self._clock() >= give_up:
-                return False  # the ensemble answered; the wait ran out mid-request
-            waited = (self._clock() - started) * 1000
-            raise ClusterUnavailable(self._path, waited, repr(error)) from error
+                    gone = threading.Event()
+                    watch = self._client.exists_async(f"{self._key}/{below}", _waker(gone))
+                    if self._get(watch, give_up):
+                        left = None if give_up is None else give_up - self._clock()
+                        if left is not None and left <= 0:
+                            return False
+                        gone.wait(left)
+                    continue
+                except ConnectionClosedError as error:
+                    waited = (self._clock() - started) * 1000
+                    raise ClusterUnavailable(self._key, waited, repr(error)) from error
+                except self._transient() as error:
+                    self._last_error = error
+                pause = self._pause_s(random.uniform, give_up) if blocking else 0.0
+                if pause <= 0:
+                    return False
+                time.sleep(pause)
         finally:
-            if node is not None:
-                self._delete_quietly(node)
+            if mine is not None:
+                self._delete_later(mine[0])
+            elif unsure:
+                self._clean_up_later(prefix)
+
+    def _transient(self) -> tuple[type[Exception], ...]:
+        """The errors a retry may fix: a timeout, a lost connection, an expired session."""
+        from kazoo.exceptions import (
+            ConnectionLoss,
+            OperationTimeoutError,
+            SessionExpiredError,
+        )
+
+        return (
+            ConnectionLoss,
+            OperationTimeoutError,
+            SessionExpiredError,
+            self._client.handler.timeout_exception,
+        )
+
+    def _create(self, prefix: str, give_up: float | None) -> tuple[str, int]:
+        """Create our ephemeral sequential node; its name and czxid."""
+        created, stat = self._get(
+            self._client.create_async(
+                f"{self._key}/{prefix}",
+                ephemeral=True,
+                sequence=True,
+                makepath=True,
+                include_data=True,
+            ),
+            give_up,
+        )
+        return str(created).rsplit("/", 1)[1], int(stat.czxid)
+
+    def _find(self, prefix: str, give_up: float | None) -> tuple[str, int] | None:
+        """Our node, made by a create whose reply was lost (extra ones are deleted)."""
+        from kazoo.exceptions import NoNodeError
+
+        # The server we talk to may not have applied that create yet: sync first.
+        self._get(self._client.sync_async(self._key), give_up)
+        try:
+            children = self._get(self._client.get_children_async(self._key), give_up)
+        except NoNodeError:
+            return None
+        ours = sorted((c for c in children if c.startswith(prefix)), key=_sequence)
+        for extra in ours[1:]:
+            self._delete_later(extra)
+        for name in ours[:1]:
+            stat = self._get(self._client.exists_async(f"{self._key}/{name}"), give_up)
+            if stat is not None:
+                return name, int(stat.czxid)
+        return None
+
+    def _below(self, name: str, give_up: float | None) -> str | None:
+        """The contender just below ``name`` ('' if none: we hold it); None if ``name`` is gone."""
+        children = self._get(self._client.get_children_async(self._key), give_up)
+        if name not in children:
+            return None
+        ours = _sequence(name)
+        lower = [c for c in children if 0 <= _sequence(c) < ours]
+        return max(lower, key=_sequence) if lower else ""
 
     def _get(self, result: Any, give_up: float | None) -> Any:
         """The value of kazoo's asynchronous ``result``, waiting at most one request timeout."""
-        timeout = self._request_s
-        if give_up is not None:
-            timeout = max(0.001, min(timeout, give_up - self._clock()))
-        return result.get(timeout=timeout)
+        return result.get(timeout=max(0.001, self._budget_s(self._request_s, give_up, False)))
 
-    def _won(self, node: str, czxid: int) -> None:
-        self._node, self._token = node, check_token(czxid)
-        self._owner = threading.get_ident()
-        self._error = None
-        self._suspended = False
-        self._lost.clear()
+    def _delete_later(self, name: str) -> None:
+        """Ask for ``name`` to be deleted, without waiting (else it goes with the session)."""
+        with contextlib.suppress(Exception):
+            self._client.delete_async(f"{self._key}/{name}")
+
+    def _clean_up_later(self, prefix: str) -> None:
+        """Delete every node of ``prefix`` once the ensemble answers a listing."""
+
+        def delete_ours(listed: Any) -> None:
+            with contextlib.suppress(Exception):
+                for child in listed.get(timeout=0):
+                    if child.startswith(prefix):
+                        self._delete_later(child)
+
+        with contextlib.suppress(Exception):
+            self._client.get_children_async(self._key).rawlink(delete_ours)
 
     def release(self) -> None:
         """Delete this holder's node.
@@ -263,49 +319,12 @@ class ZooKeeperLock:
         """
         from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 
-        node = self._node
-        if node is None:
-            raise NotOwned(self._path, "release")
-        if self._owner != threading.get_ident():
-            raise WrongOwner(self._path, "release")
+        node = self._check_owner("release")
         try:
             self._get(self._client.delete_async(node), None)
         except (NoNodeError, SessionExpiredError):  # gone with the session
-            self._forget()
-            raise self._error or LockLost(self._path, "release") from None
+            self._forget(node)
+            raise self._error or LockLost(self._key, "release") from None
         except (KazooException, self._client.handler.timeout_exception) as error:
-            raise ClusterUnavailable(self._path, self._request_s * 1000, repr(error)) from error
-        self._forget()
-
-    def _forget(self) -> None:
-        self._node = self._token = self._owner = None
-
-    def _delete_quietly(self, node: str) -> None:
-        from kazoo.exceptions import KazooException
-
-        with contextlib.suppress(KazooException, self._client.handler.timeout_exception):
-            self._get(self._client.delete_async(node), None)  # else it goes with the session
-
-    def __enter__(self) -> Self:
-        if not self.acquire():
-            raise NotAcquired(self._path, self._timeout_ms or 0.0)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Release; the body's own exception always wins (a failed release becomes a note)."""
-        if exc is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except Exception as error:
-            exc.add_note(f"lockguide: releasing {self._path!r} on the way out also failed: {error}")
-
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<ZooKeeperLock {self._path!r} {state}>"
+            raise ClusterUnavailable(self._key, self._request_s * 1000, repr(error)) from error
+        self._forget(node)

@@ -15,13 +15,19 @@ contradictory options are refused before anything is sent; ``locked()`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import hashlib
+import itertools
+import os
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from importlib import resources
 from typing import Any
 
+import anyio
 import pytest
 import redis
 import redis.asyncio
@@ -45,6 +51,7 @@ from lockguide import (
 from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
 from lockguide.fencing import FENCED_ACQUIRE
 from lockguide_lab.testbed import RedisServer
+from lockguide_lab.testbed.deployments import ClusterDeployment
 from tests.support import Backend, real_backend, record_async_requests
 
 KEY = "lock:aio"
@@ -64,6 +71,7 @@ class Kind:
 
     def __init__(self, name: str, backend: Backend) -> None:
         self.name = name
+        self.real = backend.name == "redis-server"
         if name == "Redlock":
             self.servers = backend.masters()
             self.clients = backend.async_masters()
@@ -181,7 +189,10 @@ def test_clients_that_decode_responses_work(backend: Backend) -> None:
     async def main() -> None:
         single = Lock(backend.async_client(decode_responses=True), KEY, ttl_ms=5_000)
         many = Redlock(
-            backend.async_masters(decode_responses=True), "lock:aio:5", 5_000, node_timeout_ms=100
+            backend.async_masters(decode_responses=True),
+            "lock:aio:5",
+            ttl_ms=5_000,
+            node_timeout_ms=100,
         )
         for lock in (single, many):
             assert await lock.acquire(blocking=False)
@@ -316,6 +327,7 @@ def test_an_acquire_cancelled_while_the_set_reply_is_awaited_leaves_no_key(
             async with asyncio.timeout(0.3):
                 await lock.acquire()
         assert not lock.held
+        await lock.aclose()  # the clean-up runs past the cancellation; aclose waits for it
         assert kind.with_key() == 0, "the key the server stored was deleted, not left for a TTL"
 
     run(main)
@@ -458,7 +470,7 @@ def test_a_bare_majority_is_enough_and_a_release_reports_it(
         server.set(KEY, "someone else", px=30_000)
 
     async def main() -> None:
-        lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=100.0)
+        lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=100.0, max_extensions=3)
         assert await lock.acquire(blocking=False)
         assert await lock.extend() == 3
         assert lock.extensions_left == 2
@@ -530,7 +542,7 @@ def test_the_watchdog_task_keeps_the_lease_past_its_ttl(backend: Backend) -> Non
 
     async def main() -> None:
         lock = FencedLock(backend.async_client(), KEY, ttl_ms=200)
-        async with Watchdog(lock, every_ms=50, max_renewals=100) as dog:
+        async with Watchdog(lock, every_ms=50) as dog:
             token = lock.token
             await asyncio.sleep(0.6)  # three TTLs of work
             assert r.get(KEY) == (lock.value or "").encode()
@@ -548,7 +560,7 @@ def test_the_watchdog_flags_a_lost_key_and_leaves_the_new_owner_alone(backend: B
 
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=200)
-        dog = Watchdog(lock, every_ms=40, max_renewals=100)
+        dog = Watchdog(lock, every_ms=40)
         await dog.__aenter__()
         r.set(KEY, "someone else", px=10_000)
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
@@ -565,11 +577,14 @@ def test_the_watchdog_flags_a_lost_key_and_leaves_the_new_owner_alone(backend: B
 def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> None:
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=150)
-        dog = Watchdog(lock, every_ms=40, max_renewals=2)
+        dog = Watchdog(lock, every_ms=40, max_total_ms=100)
         await dog.__aenter__()
+        started = time.monotonic()
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
+        # It renews for 100 ms (two renewals at 40 and 80 ms), then lets the lease run out.
         assert dog.renewals == 2
-        with pytest.raises(RenewalFailed, match="after 2 renewals"):
+        assert time.monotonic() - started >= 0.2
+        with pytest.raises(RenewalFailed, match="max_total_ms"):
             dog.check()
         with pytest.raises(RenewalFailed):
             await dog.release()
@@ -596,12 +611,20 @@ def test_a_synchronous_client_is_refused_with_what_to_pass_instead(backend: Back
         (lambda m: Redlock([], KEY, ttl_ms=1_000), BadArgument, "must not be empty"),
         (lambda m: Redlock(m[0], KEY, ttl_ms=1_000), BadArgumentType, "list of redis.asyncio"),
         (lambda m: Redlock([*m, m[0]], KEY, ttl_ms=1_000), BadArgument, "same Redis server"),
-        (lambda m: Redlock(m, KEY, 1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
-        (lambda m: Redlock(m, KEY, 1_000, retry_delay_ms=(80, 80)), BadArgument, "fixed delay"),
-        (lambda m: Redlock(m, KEY, 1_000, max_extensions=-1), BadArgument, "max_extensions"),
+        (lambda m: Redlock(m, KEY, ttl_ms=1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
+        (
+            lambda m: Redlock(m, KEY, ttl_ms=1_000, retry_delay_ms=(80, 80)),
+            BadArgument,
+            "fixed delay",
+        ),
+        (lambda m: Redlock(m, KEY, ttl_ms=1_000, max_extensions=-1), BadArgument, "max_extensions"),
         (lambda m: Lock(m[0], "", ttl_ms=1_000), BadArgument, "key"),
         (lambda m: Lock(m[0], KEY, ttl_ms=1.5), BadArgumentType, "ttl_ms"),  # type: ignore[arg-type]
-        (lambda m: FencedLock(m[0], KEY, 1_000, counter_key=KEY), BadArgument, "counter_key"),
+        (
+            lambda m: FencedLock(m[0], KEY, ttl_ms=1_000, counter_key=KEY),
+            BadArgument,
+            "counter_key",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_any_request(
@@ -616,3 +639,535 @@ def test_bad_input_is_refused_before_any_request(
     with pytest.raises(error, match=match):
         make(clients)
     assert sent == []
+
+
+# -- issue 20: the reference as users call it ------------------------------------------------
+
+EXTEND_SHA = hashlib.sha1(
+    resources.files("lockguide.scripts").joinpath("extend.lua").read_bytes()
+).hexdigest()
+
+
+def slow_replies(
+    monkeypatch: pytest.MonkeyPatch,
+    clients: list[redis.asyncio.Redis],
+    word: str,
+    delay_s: float,
+    *,
+    on_the_way_there: bool = False,
+) -> list[int]:
+    """Replies to commands naming ``word`` arrive ``delay_s`` late; each such send is recorded.
+
+    ``on_the_way_there``: the command itself reaches Redis ``delay_s`` late.
+
+    For clients (and the locks made on them afterwards), as :func:`record_async_requests`.
+    """
+    sent: list[int] = []
+    for index, client in enumerate(clients):
+        base: type[Any] = client.connection_pool.connection_class
+
+        class Slow(base):  # type: ignore[misc]
+            slow = False
+            server = index  # this class's client (the loop variable moves on)
+
+            async def send_command(self, *args: Any, **kwargs: Any) -> None:
+                self.slow = word in [str(a) for a in args]
+                if self.slow:
+                    sent.append(self.server)
+                    if on_the_way_there:
+                        self.slow = False
+                        await asyncio.sleep(delay_s)
+                await super().send_command(*args, **kwargs)
+
+            async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                reply = await super().read_response(*args, **kwargs)
+                if self.slow:
+                    self.slow = False
+                    try:
+                        await asyncio.sleep(delay_s)
+                    except BaseException:
+                        await self.disconnect(nowait=True)
+                        raise
+                return reply
+
+        monkeypatch.setattr(client.connection_pool, "connection_class", Slow)
+    return sent
+
+
+async def until(condition: Callable[[], object], within_s: float = 5.0) -> None:
+    async with asyncio.timeout(within_s):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+# -- D: ownership through wait_for, shield, gather; hand_over; owner="process" --------------
+
+WRAPPERS: dict[str, Callable[[Any], Awaitable[Any]]] = {
+    "wait_for": lambda work: asyncio.wait_for(work, 5),
+    "shield": asyncio.shield,
+    "gather": lambda work: asyncio.gather(work),
+}
+
+
+@pytest.mark.parametrize("wrap", list(WRAPPERS))
+def test_a_lock_taken_and_released_through_a_wrapper_task_is_the_callers(
+    kind: Kind, wrap: str
+) -> None:
+    """On 3.11 wait_for, shield and gather run the coroutine in a task of their own."""
+    wrapped = WRAPPERS[wrap]
+
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        assert await wrapped(lock.acquire())
+        await wrapped(lock.extend())
+        await wrapped(lock.release())
+        assert not lock.held
+        assert kind.with_key() == 0, "released: nothing waits for the TTL"
+        await lock.aclose()
+
+    run(main)
+
+
+def test_after_a_wait_for_acquire_an_unrelated_task_still_gets_wrong_owner(kind: Kind) -> None:
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        assert await asyncio.wait_for(lock.acquire(), 5)
+
+        async def intruder() -> None:
+            await lock.release()
+
+        with pytest.raises(WrongOwner):
+            await asyncio.create_task(intruder())
+        assert kind.holding(lock.value) == len(kind.servers)
+        await lock.release()
+        await lock.aclose()
+
+    run(main)
+
+
+def test_hand_over_gives_a_held_lock_to_another_task(kind: Kind) -> None:
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        go = asyncio.Event()
+
+        async def worker() -> None:
+            await go.wait()
+            await lock.extend()
+            await lock.release()
+
+        async with lock:
+            task = asyncio.create_task(worker())
+            lock.hand_over(task)
+            with pytest.raises(WrongOwner):
+                await lock.extend()  # the giver no longer may
+        assert kind.holding(lock.value) == len(kind.servers), "leaving the block left it held"
+        go.set()
+        await task
+        assert kind.with_key() == 0
+        await lock.aclose()
+
+    run(main)
+
+
+def test_owner_process_lets_any_task_of_the_process_release(kind: Kind) -> None:
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000, owner="process")
+        assert await lock.acquire()
+
+        async def other() -> None:
+            await lock.release()
+
+        await asyncio.create_task(other())
+        assert kind.with_key() == 0
+        await lock.aclose()
+
+    run(main)
+
+
+# -- A: a forked child neither holds nor releases the parent's lock --------------------------
+
+
+def test_a_forked_child_sees_the_lock_as_not_held_and_sends_nothing(kind: Kind) -> None:
+    if not kind.real:
+        pytest.skip("a forked child shares nothing with the parent's in-process fakeredis")
+
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        assert await lock.acquire()
+        pid = os.fork()
+        if pid == 0:  # the child: release must refuse before any await
+            code = 1
+            try:
+                try:
+                    lock.release().send(None)
+                except NotOwned:
+                    code = 2 if lock.held else 0
+                else:
+                    code = 3  # it went on to a request
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "the child released (or thought it held)"
+        assert lock.held
+        assert kind.holding(lock.value) == len(kind.servers), "the parent's key is still there"
+        await lock.release()
+        await lock.aclose()
+
+    run(main)
+
+
+# -- E: a cancelled release finishes its request ----------------------------------------------
+
+
+def test_a_second_cancellation_while_releasing_leaves_no_key_and_a_free_object(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = slow_replies(monkeypatch, kind.clients, RELEASE_SHA, 0.03)
+
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        entered = asyncio.Event()
+
+        async def handler() -> None:
+            async with lock:
+                entered.set()
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(handler())
+        await entered.wait()
+        task.cancel()  # the client went away
+        await until(lambda: sent)
+        task.cancel()  # and again, while the release is in flight
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not lock.held
+        assert kind.with_key() == 0, "the release finished: no key waits for the TTL"
+        assert await lock.acquire(blocking=False), "no AlreadyAcquired for a grant that is gone"
+        await lock.release()
+        await lock.aclose()
+
+    run(main)
+
+
+def test_under_anyio_cancel_scopes_leaving_async_with_releases_every_time(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """anyio (Starlette, FastAPI) cancels again at every await inside a cancelled scope."""
+    slow_replies(monkeypatch, kind.clients, RELEASE_SHA, 0.02)
+
+    async def main() -> None:
+        lock = kind.make(ttl_ms=30_000)
+        for _ in range(5):
+            with anyio.move_on_after(0.05):
+                async with lock:
+                    await anyio.sleep(3600)
+            assert not lock.held
+            assert kind.with_key() == 0
+        await lock.aclose()
+
+    anyio.run(main)
+
+
+# -- H: an extend that completes after a release and a new acquire ----------------------------
+
+
+def test_a_late_extend_reply_leaves_the_new_grant_alone(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow_replies(monkeypatch, kind.clients, EXTEND_SHA, 0.2, on_the_way_there=True)
+
+    async def main() -> None:
+        slow = {"node_timeout_ms": 2_000} if kind.name == "Redlock" else {}
+        lock = kind.make(ttl_ms=30_000, **slow)  # the extend's delay is not a timeout
+        assert await lock.acquire()
+        late = asyncio.ensure_future(lock.extend())
+        await asyncio.sleep(0.05)  # the extend is in flight
+        await lock.release()
+        assert await lock.acquire()
+        new_value = lock.value
+        with pytest.raises(LockLost):  # it ran on the old value
+            await late
+        assert lock.held
+        assert lock.value == new_value
+        await lock.release()
+        assert kind.with_key() == 0
+        await lock.aclose()
+
+    run(main)
+
+
+# -- J: total deadlines, the library's own outcome, keyword-only TTL, a finite default -------
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("name", ["Lock", "FencedLock"])
+def test_an_acquire_under_asyncio_timeout_returns_on_time_against_a_frozen_server(
+    redis_server: RedisServer, name: str
+) -> None:
+    client = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
+    lock = (FencedLock if name == "FencedLock" else Lock)(client, KEY, ttl_ms=30_000)
+
+    async def main() -> None:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await lock.acquire()
+        assert time.monotonic() - started < 0.25, "control returns at the caller's deadline"
+        assert not lock.held
+
+    with redis_server.frozen():
+        run(main)
+
+
+@pytest.mark.real_redis
+def test_a_redlock_acquire_against_frozen_masters_keeps_its_total_deadline(
+    redis_server: RedisServer, redis_masters: list[RedisServer]
+) -> None:
+    servers = [redis_server, *redis_masters]
+    clients = [redis.asyncio.Redis(host=s.host, port=s.port) for s in servers]
+
+    async def main() -> None:
+        lock = Redlock(clients, KEY, ttl_ms=30_000, node_timeout_ms=50.0)
+        started = time.monotonic()
+        assert await lock.acquire(timeout_ms=150) is False
+        assert time.monotonic() - started < 0.4, "the deadline, plus one per-node timeout at most"
+        with pytest.raises(NoQuorum) as raised:
+            async with Redlock(clients, KEY, ttl_ms=30_000, timeout_ms=150):
+                pass
+        assert isinstance(raised.value.__cause__, redis.exceptions.TimeoutError)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await lock.acquire()
+        assert time.monotonic() - started < 0.25, "control returns at the caller's deadline"
+
+    with contextlib.ExitStack() as frozen:
+        for server in servers:
+            frozen.enter_context(server.frozen())
+        run(main)
+
+
+@pytest.mark.real_redis
+def test_acquire_timeout_ms_is_total_and_ends_in_false_not_a_raw_timeout(
+    redis_server: RedisServer,
+) -> None:
+    client = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
+
+    async def main() -> None:
+        lock = Lock(client, KEY, ttl_ms=30_000)
+        started = time.monotonic()
+        assert await lock.acquire(timeout_ms=100) is False
+        assert time.monotonic() - started < 0.3
+        assert isinstance(lock.last_error, redis.exceptions.TimeoutError)
+        with pytest.raises(NotAcquired) as raised:
+            async with Lock(client, KEY, ttl_ms=30_000, timeout_ms=100):
+                pass
+        assert isinstance(raised.value.__cause__, redis.exceptions.TimeoutError)
+
+    with redis_server.frozen():
+        run(main)
+
+
+def test_ttl_is_keyword_only_and_acquire_does_not_wait_for_ever_by_default(
+    backend: Backend,
+) -> None:
+    client = backend.async_client()
+    with pytest.raises(TypeError):
+        Lock(client, KEY, 30)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        FencedLock(client, KEY, 30)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Redlock(backend.async_masters(), KEY, 30)  # type: ignore[call-arg]
+    ticks = itertools.count(0.0, 0.5)  # the lock's clock: half a second per reading
+
+    async def main() -> None:
+        holder = Lock(client, KEY, ttl_ms=30_000)
+        assert await holder.acquire()
+        waiter = Lock(client, KEY, ttl_ms=30_000, clock=lambda: next(ticks))
+        async with asyncio.timeout(10):  # without a default deadline it would wait here
+            assert await waiter.acquire() is False
+        assert next(ticks) >= 10.0, "it waited the 10 s default on its clock"
+        await holder.release()
+
+    run(main)
+
+
+# -- N: the asyncio cluster client, MOVED and ASK --------------------------------------------
+
+
+def _migrate(cluster: Any, key: str) -> tuple[Any, Any, str, str, int]:
+    """Start moving ``key``'s slot to another master: (source, target, their ids, slot)."""
+    slot = cluster.keyslot(key)
+    source_node = cluster.get_node_from_key(key)
+    target_node = next(n for n in cluster.get_primaries() if n.name != source_node.name)
+    source: Any = redis.Redis(host=source_node.host, port=source_node.port)
+    target: Any = redis.Redis(host=target_node.host, port=target_node.port)
+    source_id, target_id = (
+        source.execute_command("CLUSTER MYID"),
+        target.execute_command("CLUSTER MYID"),
+    )
+    target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+    source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    return source, target, source_id, target_id, slot
+
+
+def _assign(cluster: Any, slot: int, node_id: str) -> None:
+    for node in cluster.get_primaries():
+        admin: Any
+        with redis.Redis(host=node.host, port=node.port) as admin:
+            admin.execute_command("CLUSTER SETSLOT", slot, "NODE", node_id)
+
+
+@pytest.mark.real_redis
+def test_the_async_locks_work_on_an_async_redis_cluster(redis_cluster: ClusterDeployment) -> None:
+    node = redis_cluster.nodes[0]
+
+    async def main() -> None:
+        rc = redis.asyncio.RedisCluster(host=node.host, port=node.port)
+        a = Lock(rc, "lock:aio:cluster", ttl_ms=30_000)
+        b = Lock(rc, "lock:aio:cluster", ttl_ms=30_000)
+        assert await a.acquire(blocking=False)
+        assert not await b.acquire(blocking=False)
+        await a.extend()
+        assert await a.owned()
+        assert await b.locked()
+        await a.release()
+        assert not await b.locked()
+        first = FencedLock(rc, "lock:aio:fenced", ttl_ms=30_000)
+        async with first:
+            token = first.token
+        async with FencedLock(rc, "lock:aio:fenced", ttl_ms=30_000) as second:
+            assert second.token == token + 1
+        await rc.aclose()
+
+    run(main)
+
+
+@pytest.mark.real_redis
+def test_the_async_cluster_lock_follows_ask_during_a_migration_and_moved_after_it(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    key = "lock:aio:migrating"
+    sync: Any = redis_cluster.client()
+    node = redis_cluster.nodes[0]
+    source, target, source_id, target_id, slot = _migrate(sync, key)
+    migrated = False
+
+    async def main() -> None:
+        nonlocal migrated
+        rc = redis.asyncio.RedisCluster(host=node.host, port=node.port)
+        lock = Lock(rc, key, ttl_ms=30_000)
+        for _ in range(3):  # the slot is migrating: the source answers ASK
+            assert await lock.acquire(timeout_ms=3_000)
+            with target.pipeline(transaction=False) as asking:  # read it where it went
+                stored = asking.execute_command("ASKING").get(key).execute()[1]
+            assert stored == (lock.value or "").encode()
+            await lock.release()
+        _assign(sync, slot, target_id)  # the move is done: the source answers MOVED
+        migrated = True
+        assert await lock.acquire(timeout_ms=3_000)
+        assert target.get(key) == (lock.value or "").encode()
+        await lock.release()
+        await rc.aclose()
+
+    try:
+        run(main)
+    finally:
+        if migrated:
+            target.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", source_id)
+            source.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", target_id)
+            _assign(sync, slot, source_id)
+        else:
+            for admin in (source, target):
+                admin.execute_command("CLUSTER SETSLOT", slot, "STABLE")
+        sync.close()
+
+
+# -- O: the async locks close what they open --------------------------------------------------
+
+
+@pytest.mark.real_redis
+def test_the_async_locks_close_their_connections(
+    redis_server: RedisServer, redis_masters: list[RedisServer]
+) -> None:
+    backend = real_backend(redis_server, redis_masters)
+    admins = backend.masters()
+    name = "lockguide-aio-close-test"
+
+    def open_here() -> list[int]:
+        return [sum(1 for c in a.client_list() if c["name"] == name) for a in admins]
+
+    async def main() -> None:
+        async with backend.async_client(client_name=name) as r:
+            for cls in (Lock, FencedLock):
+                lock = cls(r, KEY, ttl_ms=30_000)
+                async with lock:
+                    pass
+                await lock.aclose()
+        masters = backend.async_masters(client_name=name)
+        many = Redlock(masters, KEY, ttl_ms=30_000)
+        async with many:
+            assert open_here() == [1, 1, 1, 1, 1]  # one per master: the lock's own
+        await many.aclose()
+        for master in masters:
+            await master.aclose()
+        await asyncio.sleep(0.05)  # the servers see the sockets close
+        assert open_here() == [0, 0, 0, 0, 0], "connections left open"
+
+    with warnings.catch_warnings():  # what earlier tests left is not this test's
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            gc.collect()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(main)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+# -- F: a retryable error reply from one master is a failed vote -----------------------------
+
+
+@pytest.mark.real_redis
+def test_one_master_out_of_memory_is_a_failed_vote_not_an_error(
+    redis_server: RedisServer, redis_masters: list[RedisServer]
+) -> None:
+    backend = real_backend(redis_server, redis_masters)
+    servers = backend.masters(3)
+    servers[2].config_set("maxmemory", "1")  # every write there answers OOM
+
+    async def main() -> None:
+        lock = Redlock(backend.async_masters(3), KEY, ttl_ms=30_000, node_timeout_ms=100.0)
+        assert await lock.acquire(blocking=False)
+        attempt = lock.last_attempt
+        assert attempt is not None
+        assert attempt.failed == 1
+        assert "OutOfMemory" in " ".join(attempt.causes) or "OOM" in " ".join(attempt.causes)
+        await lock.release()
+        await lock.aclose()
+
+    try:
+        run(main)
+    finally:
+        servers[2].config_set("maxmemory", "0")
+
+
+# -- the watchdog renews a Redlock too --------------------------------------------------------
+
+
+def test_the_watchdog_renews_a_redlock_past_its_ttl(backend: Backend) -> None:
+    servers = backend.masters()
+
+    async def main() -> None:
+        lock = Redlock(
+            backend.async_masters(), KEY, ttl_ms=1_000, node_timeout_ms=250.0, max_extensions=100
+        )
+        async with Watchdog(lock, every_ms=150) as dog:
+            await asyncio.sleep(2.2)  # two TTLs of work and more
+            dog.check()
+            assert sum(1 for s in servers if s.get(KEY) == (lock.value or "").encode()) == 5
+        assert dog.renewals >= 5
+        assert sum(1 for s in servers if s.exists(KEY)) == 0
+        await lock.aclose()
+
+    run(main)

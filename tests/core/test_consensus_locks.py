@@ -9,6 +9,7 @@ sets) their absence fails. The argument checks need no server.
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import threading
 import time
@@ -34,7 +35,9 @@ from lockguide import (
 from lockguide.etcd import EtcdLock
 from lockguide.fencing import MAX_TOKEN
 from lockguide.zookeeper import ZooKeeperLock
-from lockguide_lab.testbed.consensus import EtcdCluster, ZooKeeperEnsemble
+from lockguide_lab.testbed.consensus import EtcdCluster, HttpLink, ZooKeeperEnsemble
+from lockguide_lab.testbed.link import Link
+from lockguide_lab.testbed.process import LOOPBACK
 
 _names = itertools.count()
 Factory = Callable[..., Any]
@@ -87,6 +90,16 @@ def test_one_holder_at_a_time_and_the_next_gets_a_higher_token(make_lock: Factor
     a.release()
     assert b.acquire()
     assert b.token > first
+    b.release()
+
+
+def test_one_try_takes_a_free_lock_and_refuses_a_held_one(make_lock: Factory) -> None:
+    """``blocking=False`` on a key nobody has used yet: one try, with time for its requests."""
+    a, b = make_lock(), make_lock()
+    assert a.acquire(blocking=False)
+    assert not b.acquire(blocking=False)
+    a.release()
+    assert b.acquire(blocking=False)
     b.release()
 
 
@@ -144,10 +157,90 @@ def test_misuse_gets_typed_errors(make_lock: Factory) -> None:
     a.release()
 
 
+def test_hand_over_moves_the_lock_to_another_thread(make_lock: Factory) -> None:
+    """The Redis locks' rule: after ``hand_over`` only the named thread may use the lock."""
+    a = make_lock()
+    assert a.acquire()
+    done: list[BaseException | None] = []
+
+    def worker() -> None:
+        try:
+            a.check()
+            a.release()
+            done.append(None)
+        except BaseException as error:
+            done.append(error)
+
+    thread = threading.Thread(target=worker)
+    a.hand_over(thread)
+    with pytest.raises(WrongOwner):
+        a.check()  # the hand-over is complete: the old owner may not
+    thread.start()
+    thread.join()
+    assert done == [None]
+    assert not a.held
+    b = make_lock()
+    assert b.acquire(blocking=False)  # the release reached the cluster
+    b.release()
+
+
+def test_owner_process_lets_any_thread_of_the_process_release(make_lock: Factory) -> None:
+    a = make_lock(owner="process")
+    assert a.acquire()
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            a.check()
+            a.release()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert not a.held
+    with pytest.raises(BadArgument):
+        make_lock(owner="task")  # an asyncio owner: not for a thread-driven lock
+
+
+def test_a_forked_child_sees_the_lock_not_held_and_sends_nothing(make_lock: Factory) -> None:
+    """In a forked child the lock is not held; release, check and token raise NotOwned."""
+    a = make_lock()
+    assert a.acquire()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code, never return into pytest
+        code = 0
+        try:
+            code |= 1 if a.held else 0
+            for action in (a.release, a.check, lambda: a.token):
+                try:
+                    action()
+                    code |= 2
+                except NotOwned:
+                    pass
+            a.__exit__(None, None, None)  # leaving `with lock:` in the child
+        except BaseException:
+            code |= 8
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    assert code == 0, f"child: held={bool(code & 1)} acted={bool(code & 2)} crashed={code >= 8}"
+    assert a.held
+    a.check()
+    b = make_lock()
+    assert not b.acquire(blocking=False), "the child released the parent's lock"
+    a.release()
+    assert b.acquire(blocking=False)
+    b.release()
+
+
 def test_etcd_keeps_the_lease_alive_past_its_ttl(etcd_cluster: EtcdCluster) -> None:
     key = _fresh("lock:test:")
-    a = EtcdLock(etcd_cluster.endpoints, key, 1000)
-    b = EtcdLock(etcd_cluster.endpoints, key, 1000, timeout_ms=1800)
+    a = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=1000)
+    b = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=1000, timeout_ms=1800)
     assert a.acquire()
     assert not b.acquire()  # 1.8 s: the 1 s lease was renewed
     a.check()
@@ -159,7 +252,7 @@ def test_etcd_holder_sees_its_lease_revoked(etcd_cluster: EtcdCluster) -> None:
     """Someone revokes the lease (an operator, an expiry): the keep-alive flags it."""
     import urllib3
 
-    a = EtcdLock(etcd_cluster.endpoints, _fresh("lock:test:"), 3000, keepalive_ms=100)
+    a = EtcdLock(etcd_cluster.endpoints, _fresh("lock:test:"), ttl_ms=3000, keepalive_ms=100)
     assert a.acquire()
     urllib3.request("POST", etcd_cluster.endpoint(0) + "/v3/lease/revoke", json={"ID": a.lease_id})
     assert a.lost_event.wait(5)
@@ -188,9 +281,17 @@ def test_zookeeper_holder_sees_its_session_expire(zookeeper_ensemble: ZooKeeperE
 
 
 def test_etcd_with_no_member_answering_is_cluster_unavailable() -> None:
-    lock = EtcdLock("http://127.0.0.1:9", "lock:x", 1000, request_timeout_ms=100)
-    with pytest.raises(ClusterUnavailable):
-        lock.acquire(timeout_ms=200)
+    """The wait runs out with nobody answering: False and the last error; ``with`` raises."""
+    lock = EtcdLock(
+        "http://127.0.0.1:9", "lock:x", ttl_ms=1000, request_timeout_ms=100, timeout_ms=300
+    )
+    started = time.monotonic()
+    assert lock.acquire() is False
+    assert time.monotonic() - started < 2.0  # the total deadline bounds every request
+    assert isinstance(lock.last_error, OSError)
+    with pytest.raises(ClusterUnavailable) as caught, lock:
+        pass
+    assert caught.value.__cause__ is lock.last_error
 
 
 @pytest.mark.parametrize(
@@ -205,8 +306,14 @@ def test_etcd_with_no_member_answering_is_cluster_unavailable() -> None:
     ],
 )
 def test_etcd_refuses_bad_arguments(args: tuple[Any, ...], error: type[Exception]) -> None:
+    endpoints, key, ttl_ms = args
     with pytest.raises(error):
-        EtcdLock(*args)
+        EtcdLock(endpoints, key, ttl_ms=ttl_ms)
+
+
+def test_etcd_ttl_is_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        EtcdLock("http://127.0.0.1:2379", "k", 1000)  # type: ignore[call-arg]
 
 
 def test_zookeeper_refuses_bad_arguments() -> None:
@@ -218,3 +325,169 @@ def test_zookeeper_refuses_bad_arguments() -> None:
     for path in ("", "locks/x", "/locks/x/", "/locks//x"):
         with pytest.raises(BadArgument):
             ZooKeeperLock(client, path)
+
+
+def test_etcd_waiter_that_outwaits_the_ttl_acquires_when_the_holder_releases(
+    etcd_cluster: EtcdCluster,
+) -> None:
+    """B waits three TTLs for A: it gets the lock as soon as A releases, on a lease of its own.
+
+    A waiter's first lease ends after one TTL while it waits; every attempt after that
+    must still be able to win (a lease granted for it, a deadline and token from it).
+    """
+    key = _fresh("lock:test:")
+    a = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=1000)
+    seen: dict[str, Any] = {}
+
+    def waiter() -> None:
+        b = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=1000)
+        seen["got"] = b.acquire(timeout_ms=10_000)
+        seen["at"] = time.monotonic()
+        if seen["got"]:
+            seen["left_ms"] = b.validity_remaining_ms()
+            seen["token"] = b.token
+            b.check()
+            b.release()
+
+    assert a.acquire()
+    first = a.token
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(3.0)  # three of the waiter's TTLs
+    released = time.monotonic()
+    a.release()
+    thread.join(15)
+    assert seen.get("got") is True, seen
+    assert seen["at"] - released < 1.0  # it did not wait for its timeout
+    assert seen["left_ms"] > 500  # the deadline of the lease that won, not of an old one
+    assert seen["token"] > first
+
+
+def test_zookeeper_create_whose_reply_is_lost_leaves_no_orphan(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """The ensemble performs A's create, but its reply comes after A stopped waiting.
+
+    The node exists in A's session. It must not block B (another session) or A
+    itself: A finds it again (its own prefix) or it is deleted once the ensemble answers.
+    """
+    from kazoo.client import KazooClient
+
+    member = zookeeper_ensemble.members[0]
+    link = Link((LOOPBACK, member.client_port))
+    path = _fresh("/locks/test")
+    host, port = link.address
+    a_client = KazooClient(hosts=f"{host}:{port}", timeout=4.0)
+    b_client = KazooClient(hosts=zookeeper_ensemble.hosts, timeout=4.0)
+    try:
+        for client in (a_client, b_client):
+            client.start(timeout=10)
+        b_client.ensure_path(path)
+        a = ZooKeeperLock(a_client, path, request_timeout_ms=300)
+        b = ZooKeeperLock(b_client, path)
+        link.reply_delay_s = 1.0  # every reply reaches A after A's 300 ms wait for it
+        try:
+            got = a.acquire(timeout_ms=1000)
+        except ClusterUnavailable:  # today's code gives up on the unanswered create
+            got = False
+        link.reply_delay_s = 0.0
+        assert not got
+        assert a_client.connected  # A's session lives on: nothing expired the node
+        assert b.acquire(timeout_ms=4000), b_client.get_children(path)
+        b.release()
+        assert a.acquire(timeout_ms=4000), b_client.get_children(path)
+        a.release()
+        deadline = time.monotonic() + 4
+        while b_client.get_children(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b_client.get_children(path) == []
+    finally:
+        for client in (a_client, b_client):
+            client.stop()
+            client.close()
+        link.close()
+
+
+def test_etcd_transaction_whose_reply_is_lost_is_recognised(etcd_cluster: EtcdCluster) -> None:
+    """The cluster creates A's key, the reply never reaches A: A holds it, on that lease."""
+    key = _fresh("lock:test:")
+    with HttpLink(etcd_cluster.endpoint(0)) as link:
+        a = EtcdLock([link.url], key, ttl_ms=2000, timeout_ms=3000)
+        b = EtcdLock(etcd_cluster.endpoints, key, ttl_ms=2000, timeout_ms=200)
+        link.lose("/v3/kv/txn")
+        assert a.acquire()
+        assert [path for path, _ in link.lost] == ["/v3/kv/txn"]
+        assert not b.acquire()
+        assert etcd_cluster.key_exists(key)
+        a.check()
+        a.release()
+        assert not etcd_cluster.key_exists(key)
+        assert b.acquire()
+        b.release()
+
+
+def test_etcd_refusal_no_retry_can_fix_raises_at_once() -> None:
+    """A member that answers PERMISSION_DENIED (code 7): no retrying until the deadline."""
+    import http.server
+
+    from lockguide.etcd import EtcdError
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = b'{"error": "permission denied", "code": 7, "message": "permission denied"}'
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lock = EtcdLock(
+            f"http://{LOOPBACK}:{server.server_address[1]}", "lock:x", ttl_ms=1000, timeout_ms=5000
+        )
+        started = time.monotonic()
+        with pytest.raises(EtcdError) as caught:
+            lock.acquire()
+        assert time.monotonic() - started < 1.0
+        assert caught.value.code == 7
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_zookeeper_finds_its_own_node_after_a_create_whose_reply_was_late(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """The create's reply misses A's wait, the ensemble answers again: A holds with that node."""
+    from kazoo.client import KazooClient
+
+    link = Link((LOOPBACK, zookeeper_ensemble.members[1].client_port))
+    host, port = link.address
+    client = KazooClient(hosts=f"{host}:{port}", timeout=4.0)
+    path = _fresh("/locks/test")
+    try:
+        client.start(timeout=10)
+        client.ensure_path(path)
+        a = ZooKeeperLock(client, path, request_timeout_ms=300)
+        link.reply_delay_s = 0.8  # the create's reply comes after A's 300 ms wait
+        timer = threading.Timer(0.5, lambda: setattr(link, "reply_delay_s", 0.0))
+        timer.start()
+        assert a.acquire(timeout_ms=5000)
+        timer.join()
+        node = a.node
+        assert node is not None
+        assert client.get_children(path) == [node.rsplit("/", 1)[1]]
+        stat = client.exists(node)
+        assert stat is not None
+        assert a.token == stat.czxid
+        a.release()
+        assert client.get_children(path) == []
+    finally:
+        client.stop()
+        client.close()
+        link.close()

@@ -195,9 +195,9 @@ LOCKS = ["Lock", "Redlock", "FencedLock"]
 
 def _make(kind: str, clients: list[Any]) -> Lock | Redlock:
     if kind == "Redlock":
-        return Redlock(clients, KEY, TTL_MS, node_timeout_ms=200)
+        return Redlock(clients, KEY, ttl_ms=TTL_MS, node_timeout_ms=200)
     lock_class = FencedLock if kind == "FencedLock" else Lock
-    return lock_class(clients[0], KEY, TTL_MS)
+    return lock_class(clients[0], KEY, ttl_ms=TTL_MS)
 
 
 @pytest.mark.parametrize("kind", LOCKS)
@@ -206,8 +206,8 @@ def test_acquire_refuse_extend_release(setup: Setup, kind: str) -> None:
     count = 3 if kind == "Redlock" else 1
     if kind == "Redlock" and setup.redlock_refusal is not None:
         with pytest.raises(BadArgument, match=setup.redlock_refusal):
-            Redlock(setup.clients(1) * 3, KEY, TTL_MS)  # the RedisCluster client itself
-        nodes = Redlock(setup.clients(count), KEY, TTL_MS, node_timeout_ms=200)
+            Redlock(setup.clients(1) * 3, KEY, ttl_ms=TTL_MS)  # the RedisCluster client itself
+        nodes = Redlock(setup.clients(count), KEY, ttl_ms=TTL_MS, node_timeout_ms=200)
         with pytest.raises(BadArgument, match=setup.redlock_refusal):
             nodes.acquire(blocking=False)  # its masters' clients: the others answer MOVED
         return
@@ -296,7 +296,10 @@ def test_a_forked_child_locks_with_its_parents_client(
 
 
 def _every_lock_works(client: redis.Redis) -> None:
-    for lock in (Lock(client, KEY, TTL_MS), FencedLock(client, "lock:fenced", TTL_MS)):
+    for lock in (
+        Lock(client, KEY, ttl_ms=TTL_MS),
+        FencedLock(client, "lock:fenced", ttl_ms=TTL_MS),
+    ):
         assert lock.acquire(blocking=False)
         assert lock.locked()
         assert lock.owned()
@@ -346,12 +349,12 @@ def test_lock_on_a_sentinel_master_follows_a_failover(
     sentinel = sentinel_deployment.sentinel()
     old = sentinel_deployment.primary()
     # --8<-- [start:sentinel-follows]
-    a = Lock(master_for(sentinel, "mymaster"), "lock:follow", TTL_MS)
+    a = Lock(master_for(sentinel, "mymaster"), "lock:follow", ttl_ms=TTL_MS)
     assert a.acquire(blocking=False)
     with healed(sentinel_deployment):
         new = sentinel_deployment.fail_over()  # graceful: the replica is in sync first
     assert new is not old
-    b = Lock(master_for(sentinel, "mymaster"), "lock:follow", TTL_MS)
+    b = Lock(master_for(sentinel, "mymaster"), "lock:follow", ttl_ms=TTL_MS)
     assert not b.acquire(blocking=False)  # the key came along, on the new primary
     # A's open connection still reaches the old primary, now a replica: that request is
     # refused (redis-py reports ConnectionError and drops the connection) and, sent once,
@@ -379,14 +382,20 @@ def test_sentinel_failover_before_replication_gives_the_lock_twice(
     with healed(deployment):
         # --8<-- [start:sentinel-failover]
         a_client = master_for(sentinel, "mymaster")
-        a_plain, a_fenced = Lock(a_client, "lock:p", TTL_MS), FencedLock(a_client, "lock:f", TTL_MS)
+        a_plain, a_fenced = (
+            Lock(a_client, "lock:p", ttl_ms=TTL_MS),
+            FencedLock(a_client, "lock:f", ttl_ms=TTL_MS),
+        )
         hold_back_replication(primary, replica)
         assert a_plain.acquire(blocking=False)
         assert a_fenced.acquire(blocking=False)
         crash_before_replication(primary, replica)
         deployment.wait_for_new_primary(primary)
         b_client = master_for(deployment.sentinel(), "mymaster")
-        b_plain, b_fenced = Lock(b_client, "lock:p", TTL_MS), FencedLock(b_client, "lock:f", TTL_MS)
+        b_plain, b_fenced = (
+            Lock(b_client, "lock:p", ttl_ms=TTL_MS),
+            FencedLock(b_client, "lock:f", ttl_ms=TTL_MS),
+        )
         # Broken: the promoted replica never had A's key, so B gets the lock A holds.
         assert b_plain.acquire(blocking=False)
         assert a_plain.held
@@ -417,7 +426,7 @@ def test_wait_counts_replicas_that_have_the_writes_and_promises_nothing_more(
     deployment = sentinel_deployment
     deployment.wait_ready()
     client = master_for(deployment.sentinel(), "mymaster")
-    lock = Lock(client, "lock:wait", TTL_MS)
+    lock = Lock(client, "lock:wait", ttl_ms=TTL_MS)
     assert lock.acquire(blocking=False)
     assert _write_then_wait(client, 5000) == 1  # the replica has the key (at once, here)
     lock.release()
@@ -446,7 +455,10 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
     with healed(cluster):
         # --8<-- [start:cluster-failover]
         a_client = cluster.client()
-        a_plain, a_fenced = Lock(a_client, key, TTL_MS), FencedLock(a_client, fenced_key, TTL_MS)
+        a_plain, a_fenced = (
+            Lock(a_client, key, ttl_ms=TTL_MS),
+            FencedLock(a_client, fenced_key, ttl_ms=TTL_MS),
+        )
         hold_back_replication(master, replica)
         assert a_plain.acquire(blocking=False)
         assert a_fenced.acquire(blocking=False)
@@ -454,7 +466,10 @@ def test_cluster_failover_before_replication_gives_the_lock_twice(
         cluster.wait_for_promotion(replica)
         b_client = RedisCluster(host=replica.host, port=replica.port, socket_timeout=5)
         assert cluster.master_of(key) is replica  # the slot is served by the promoted replica
-        b_plain, b_fenced = Lock(b_client, key, TTL_MS), FencedLock(b_client, fenced_key, TTL_MS)
+        b_plain, b_fenced = (
+            Lock(b_client, key, ttl_ms=TTL_MS),
+            FencedLock(b_client, fenced_key, ttl_ms=TTL_MS),
+        )
         assert b_plain.acquire(blocking=False)  # broken: A and B both hold it
         assert a_plain.held
         assert b_plain.held
@@ -478,7 +493,7 @@ def test_fenced_lock_on_a_cluster_keeps_the_counter_in_the_lock_keys_slot(
 ) -> None:
     client = redis_cluster.client()
     for key in ("lock:report", "{tenant-7}:lock", "lock:a{b}c"):
-        lock = FencedLock(client, key, TTL_MS)
+        lock = FencedLock(client, key, ttl_ms=TTL_MS)
         assert slot(client, lock.counter_key) == slot(client, key)
         assert lock.acquire(blocking=False)  # no CROSSSLOT
         lock.release()

@@ -39,15 +39,15 @@ def test_acquire_on_a_frozen_server_fails_within_the_request_timeout(
         client,
         "lock:frozen",
         ttl_ms=10_000,
-        timeout_ms=5_000,
+        timeout_ms=600,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
     )
     started = time.monotonic()
-    with pytest.raises(redis.exceptions.TimeoutError):
-        lock.acquire()
+    assert lock.acquire() is False, "no answer is a failed try, not a raw redis-py error"
     waited_ms = (time.monotonic() - started) * 1000
-    # The SET times out, then the clean-up release times out too: two request timeouts,
-    # not the 5 s blocking timeout, not a retry schedule, not a hang. The margin absorbs
-    # a noisy machine.
-    assert waited_ms < 2 * REQUEST_TIMEOUT_MS + 1_000
+    # Each try (its connection's handshake included) waits at most one request timeout,
+    # and no try starts after the deadline: not a retry schedule, not a hang. The margin
+    # absorbs a noisy machine.
+    assert waited_ms < 600 + REQUEST_TIMEOUT_MS + 500
+    assert isinstance(lock.last_error, redis.exceptions.TimeoutError)
     assert not lock.held

@@ -288,7 +288,7 @@ def test_release_survives_a_script_flush_on_every_master(masters: list[redis.Red
 def test_extend_renews_the_ttl_on_every_master_and_the_validity(
     masters: list[redis.Redis],
 ) -> None:
-    lock = redlock(masters, KEY, ttl_ms=300)
+    lock = redlock(masters, KEY, ttl_ms=300, max_extensions=3)
     lock.acquire()
     assert lock.extend(5_000) == 5
     assert all(m.pttl(KEY) > 4_000 for m in masters)
@@ -443,22 +443,38 @@ BadCall = Callable[[list[redis.Redis]], object]
         (lambda m: redlock([], KEY, ttl_ms=1_000), BadArgument, "must not be empty"),
         (lambda m: redlock(m[0], KEY, ttl_ms=1_000), BadArgumentType, "list of redis.Redis"),
         (lambda m: redlock([*m, m[0]], KEY, ttl_ms=1_000), BadArgument, "same Redis server"),
-        (lambda m: redlock([*m[:4], 1], KEY, 1_000), BadArgumentType, r"masters\[4\]"),
+        (lambda m: redlock([*m[:4], 1], KEY, ttl_ms=1_000), BadArgumentType, r"masters\[4\]"),
         (lambda m: redlock(m, KEY, ttl_ms=0), BadArgument, "ttl_ms"),
         (lambda m: redlock(m, KEY, ttl_ms=-1), BadArgument, "ttl_ms"),
         (lambda m: redlock(m, KEY, ttl_ms=1.5), BadArgumentType, "ttl_ms"),
         (lambda m: redlock(m, "", ttl_ms=1_000), BadArgument, "key"),
-        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=1_000), BadArgument, "node_timeout"),
-        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
-        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=0), BadArgument, "node_timeout"),
-        (lambda m: redlock(m, KEY, 1_000, node_timeout_ms=-5), BadArgument, "node_timeout"),
-        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(80, 80)), BadArgument, "fixed delay"),
-        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(90, 10)), BadArgument, "retry_delay"),
-        (lambda m: redlock(m, KEY, 1_000, retry_delay_ms=(0, 0)), BadArgument, "retry_delay"),
-        (lambda m: redlock(m, KEY, 1_000, timeout_ms=-1), BadArgument, "timeout_ms"),
-        (lambda m: redlock(m, KEY, 1_000, max_extensions=-1), BadArgument, "max_extensions"),
-        (lambda m: redlock(m, KEY, 1_000, max_extensions=True), BadArgumentType, "max_ext"),
-        (lambda m: redlock(m, KEY, 1_000, rng=42), BadArgumentType, "rng"),
+        (
+            lambda m: redlock(m, KEY, ttl_ms=1_000, node_timeout_ms=1_000),
+            BadArgument,
+            "node_timeout",
+        ),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, node_timeout_ms=990), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, node_timeout_ms=0), BadArgument, "node_timeout"),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, node_timeout_ms=-5), BadArgument, "node_timeout"),
+        (
+            lambda m: redlock(m, KEY, ttl_ms=1_000, retry_delay_ms=(80, 80)),
+            BadArgument,
+            "fixed delay",
+        ),
+        (
+            lambda m: redlock(m, KEY, ttl_ms=1_000, retry_delay_ms=(90, 10)),
+            BadArgument,
+            "retry_delay",
+        ),
+        (
+            lambda m: redlock(m, KEY, ttl_ms=1_000, retry_delay_ms=(0, 0)),
+            BadArgument,
+            "retry_delay",
+        ),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, timeout_ms=-1), BadArgument, "timeout_ms"),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, max_extensions=-1), BadArgument, "max_extensions"),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, max_extensions=True), BadArgumentType, "max_ext"),
+        (lambda m: redlock(m, KEY, ttl_ms=1_000, rng=42), BadArgumentType, "rng"),
     ],
 )
 def test_bad_input_is_refused_before_any_request(

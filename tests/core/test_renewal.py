@@ -52,7 +52,7 @@ def test_the_lease_outlives_its_ttl_while_the_watchdog_renews(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=200)
-    dog = Watchdog(lock, every_ms=50, max_renewals=100)
+    dog = Watchdog(lock, every_ms=50)
     dogs.append(dog)
     with dog:
         time.sleep(0.6)  # three TTLs of work
@@ -80,7 +80,7 @@ def test_renewal_stops_at_release_and_never_revives_the_key(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=30, max_renewals=100)
+    dog = Watchdog(lock, every_ms=30)
     dogs.append(dog)
     dog.__enter__()
     assert wait_until(lambda: dog.renewals >= 2)
@@ -96,7 +96,7 @@ def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=200)
-    dog = Watchdog(lock, every_ms=40, max_renewals=100)
+    dog = Watchdog(lock, every_ms=40)
     dogs.append(dog)
     dog.__enter__()
     r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands it to B
@@ -116,23 +116,23 @@ def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(
 
 def test_renewal_is_bounded_then_the_loss_is_flagged(r: redis.Redis, dogs: list[Watchdog]) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=40, max_renewals=2)
+    dog = Watchdog(lock, every_ms=40, max_total_ms=100)
     dogs.append(dog)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
-    assert dog.renewals == 2
+    assert 1 <= dog.renewals <= 3, "renewals stop once max_total_ms has passed"
     assert wait_until(lambda: r.exists(KEY) == 0)
-    with pytest.raises(RenewalFailed, match="after 2 renewals"):
+    with pytest.raises(RenewalFailed, match="max_total_ms"):
         dog.check()
     with pytest.raises(RenewalFailed):
         dog.release()
 
 
-def test_zero_renewals_means_the_lease_simply_runs_out(
+def test_a_bound_shorter_than_one_interval_means_the_lease_simply_runs_out(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=100)
-    dog = Watchdog(lock, every_ms=30, max_renewals=0)
+    dog = Watchdog(lock, every_ms=30, max_total_ms=1)
     dogs.append(dog)
     dog.__enter__()
     dog.check()  # fine while the lease lasts
@@ -175,7 +175,7 @@ def test_a_redis_hiccup_is_retried_within_the_lease(
         real_extend(ttl_ms)
 
     monkeypatch.setattr(lock, "extend", flaky_extend)
-    dog = Watchdog(lock, every_ms=60, max_renewals=100)
+    dog = Watchdog(lock, every_ms=60)
     dogs.append(dog)
     with dog:
         assert wait_until(lambda: dog.renewals >= 3)
@@ -204,7 +204,7 @@ def test_a_fenced_lock_keeps_its_token_across_renewals(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = FencedLock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=40, max_renewals=100)
+    dog = Watchdog(lock, every_ms=40)
     dogs.append(dog)
     with dog:
         token = lock.token
@@ -233,7 +233,7 @@ def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
     r: redis.Redis, dogs: list[Watchdog]
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=30, max_renewals=100)
+    dog = Watchdog(lock, every_ms=30)
     dogs.append(dog)
     dog.__enter__()
     dog.stop()
@@ -253,9 +253,11 @@ def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
         ({"every_ms": 5_000}, BadArgument, "below the TTL"),
         ({"every_ms": -5}, BadArgument, "every_ms"),
         ({"every_ms": "100"}, BadArgumentType, "every_ms"),
-        ({"max_renewals": -1}, BadArgument, "max_renewals"),
-        ({"max_renewals": 2.0}, BadArgumentType, "max_renewals"),
-        ({"max_renewals": True}, BadArgumentType, "max_renewals"),
+        ({"max_total_ms": -1}, BadArgument, "max_total_ms"),
+        ({"max_total_ms": 0}, BadArgument, "max_total_ms"),
+        ({"max_total_ms": "60s"}, BadArgumentType, "max_total_ms"),
+        ({"max_total_ms": True}, BadArgumentType, "max_total_ms"),
+        ({"max_renewals": 10}, TypeError, "max_renewals"),
     ],
 )
 def test_bad_arguments_are_refused(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -43,18 +44,33 @@ def test_docs_have_examples() -> None:
     assert len(EXAMPLES) >= 4
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=str)
+def _marked(example: CodeExample) -> Any:
+    """Blocks fenced ``test="consensus"`` need the session's etcd and ZooKeeper clusters."""
+    if example.prefix_settings().get("test") == "consensus":
+        return pytest.param(example, marks=pytest.mark.consensus)
+    return example
+
+
+@pytest.mark.parametrize("example", [_marked(ex) for ex in EXAMPLES], ids=str)
 def test_docs_example(
     example: CodeExample,
     eval_example: EvalExample,
     backend: Backend,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
     settings = example.prefix_settings()
     if settings.get("test") == "skip":
         reason = settings.get("reason")
         assert reason, f'{example}: a skipped block must say why on its fence: reason="..."'
         pytest.skip(reason)
+    if settings.get("test") == "consensus":  # their addresses, as a deployment would set them
+        etcd = request.getfixturevalue("etcd_cluster")
+        zookeeper = request.getfixturevalue("zookeeper_ensemble")
+        monkeypatch.setenv("ETCD_ENDPOINTS", ",".join(etcd.endpoints))
+        monkeypatch.setenv("ZOOKEEPER_HOSTS", zookeeper.hosts)
+        monkeypatch.chdir(tmp_path)  # the block's own files (ledger.db) stay out of the tree
     backend.patch_redis_module(monkeypatch)
     run_checked(example, eval_example)
 

@@ -137,7 +137,7 @@ class _RedlockWithoutDrift(RedlockAdapter):
         return Redlock(
             self.clients,
             key,
-            ttl_ms,
+            ttl_ms=ttl_ms,
             node_timeout_ms=NODE_TIMEOUT_MS,
             clock=process_clock,
             drift_factor=0.0,
@@ -150,7 +150,11 @@ class _RedlockOnTheWallClock(RedlockAdapter):
 
     def make_lock(self, key: str, ttl_ms: int) -> Redlock:
         return Redlock(
-            self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=lambda: time.time()
+            self.clients,
+            key,
+            ttl_ms=ttl_ms,
+            node_timeout_ms=NODE_TIMEOUT_MS,
+            clock=lambda: time.time(),
         )
 
 

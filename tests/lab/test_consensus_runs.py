@@ -17,10 +17,14 @@ from lockguide_lab.scenarios import Kind, Timeline
 from lockguide_lab.scenarios.consensus import (
     CONSENSUS_SCENARIOS,
     ConsensusCutOffHolder,
+    ConsensusDelayedWrite,
     ConsensusLeaderKilled,
+    ConsensusLostReply,
     ConsensusMajorityDown,
     ConsensusPausedHolder,
     ConsensusScenario,
+    ConsensusWaiterOutwaits,
+    ConsensusWipedMember,
 )
 from lockguide_lab.scenarios.recorded import load, save, verdicts
 from lockguide_lab.testbed.consensus import ConsensusCluster
@@ -34,9 +38,31 @@ def recorded_path(system: str, scenario: ConsensusScenario) -> Path:
     return RECORDED / f"{system}-{type(scenario).__name__.removeprefix('Consensus').lower()}.json"
 
 
-def expect(scenario: ConsensusScenario, broken: Timeline, fixed: Timeline) -> None:
+def expect(
+    scenario: ConsensusScenario, broken: Timeline, fixed: Timeline, system: str = ""
+) -> None:
     """What each run must show, whatever was recorded."""
-    if isinstance(scenario, ConsensusPausedHolder | ConsensusCutOffHolder):
+    if isinstance(scenario, ConsensusLostReply):
+        for run in (broken, fixed):
+            assert run.outcome.safe, run.table()
+        # Fixed: B gets the lock (etcd: after A, which found its own key and held it).
+        assert fixed.of("B", Kind.ACQUIRED), fixed.table()
+        if system == "etcd":
+            assert fixed.of("A", Kind.ACQUIRED), fixed.table()
+            assert broken.of("B", Kind.ACQUIRED), broken.table()  # once the orphan lease ends
+        else:  # the orphan node lives as long as A's session: B is kept out
+            assert not broken.of("B", Kind.ACQUIRED), broken.table()
+    elif isinstance(scenario, ConsensusWaiterOutwaits):
+        assert fixed.of("B", Kind.ACQUIRED), fixed.table()
+        got = bool(broken.of("B", Kind.ACQUIRED))
+        assert got == (system == "zookeeper"), broken.table()  # etcd's one-lease waiter: never
+    elif isinstance(scenario, ConsensusWipedMember):
+        for run in (broken, fixed):  # no second holder; A writes, then B
+            assert run.outcome.safe, run.table()
+            assert run.outcome.progress, run.table()
+            assert not any("second holder" in e.detail for e in run.events), run.table()
+            assert run.of("A", Kind.WRITE_ACCEPTED), run.table()
+    if isinstance(scenario, ConsensusPausedHolder | ConsensusCutOffHolder | ConsensusDelayedWrite):
         # Broken: the paused holder's late write lands over the new holder's.
         assert not broken.outcome.mutual_exclusion, broken.table()
         assert not broken.outcome.data_intact, broken.table()
@@ -65,7 +91,7 @@ def test_consensus_run_matches_its_recorded_timeline(
     fixture = "etcd_cluster" if system == "etcd" else "zookeeper_ensemble"
     cluster: ConsensusCluster = request.getfixturevalue(fixture)
     broken, fixed = scenario.both(cluster, tmp_path)
-    expect(scenario, broken, fixed)
+    expect(scenario, broken, fixed, system)
     path = recorded_path(system, scenario)
     if request.config.getoption("--update-recorded") or not path.exists():
         save(path, broken, fixed)

@@ -233,11 +233,11 @@ class Actor:
         self.run.record(self.name, Kind.RESUMED, "carries on where it stopped")
         self.hooks.running.set()
 
-    def renew(self, every_ms: float, max_renewals: int = 100) -> Watchdog:
+    def renew(self, every_ms: float, max_total_ms: float | None = None) -> Watchdog:
         """Start a :class:`~lockguide.Watchdog` on the held lock (its renewals are recorded)."""
         if not isinstance(self.lock, RecordedLock | RecordedFencedLock):
             raise BadArgumentType("renewal needs a lock made by Run.lock or Run.fenced_lock")
-        dog = Watchdog(self.lock, every_ms=every_ms, max_renewals=max_renewals)
+        dog = Watchdog(self.lock, every_ms=every_ms, max_total_ms=max_total_ms)
         dog.start()
         self.watchdog = dog
         return dog

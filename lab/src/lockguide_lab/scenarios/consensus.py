@@ -21,6 +21,28 @@ scenarios, drawn by the same :mod:`~lockguide_lab.scenarios.plot`:
   (or sees it lost) and writes. No double grant, either way.
 * :class:`ConsensusMajorityDown`: two of three members are killed; A and B
   both try and nobody acquires: safety over liveness.
+* :class:`ConsensusLostReply`: the cluster performs A's create (etcd: the
+  transaction; ZooKeeper: the node) but the reply is lost at the testbed's
+  link. Broken: A's own code takes the unanswered request as a failure and
+  forgets it, so what it created blocks B (etcd: until that lease's TTL;
+  ZooKeeper: for as long as A's session lives). Fixed: ``EtcdLock`` finds the
+  key on its own lease and holds it; ``ZooKeeperLock`` finds (or deletes) its
+  node by its prefix, and B gets the lock as soon as A is done.
+* :class:`ConsensusWaiterOutwaits`: B waits for A longer than its own TTL.
+  Broken (etcd): a waiter that asked for one lease and retries on it forever
+  (this reference's ``EtcdLock`` until it was fixed) fails every try once its
+  lease ended, and never acquires. Fixed: ``EtcdLock`` asks for a fresh lease,
+  and B holds the lock as soon as A releases. ZooKeeper waits on the session,
+  which kazoo keeps alive: both ways acquire.
+* :class:`ConsensusDelayedWrite`: A sends its write under a valid lease; the
+  network holds it (1.5 s) while A's client times out and releases; B
+  acquires and writes; A's write arrives. Broken: it lands over B's. Fixed:
+  the resource refuses it on arrival, the token being older than B's.
+* :class:`ConsensusWipedMember`: a follower is killed, its data directory
+  emptied, and started again while A holds the lock; B tries for twice A's
+  lease and is refused; A writes. What each cluster does with the member is
+  recorded (etcd's refuses to run with its log gone; ZooKeeper's copies the
+  state back from the leader).
 
 The resource is a SQLite file both processes write: a plain ``UPDATE``
 (broken) or :class:`~lockguide.SqlFencedStore` (fixed), which takes the
@@ -29,6 +51,7 @@ locks' tokens unchanged.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -42,21 +65,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from lockguide.errors import ClusterUnavailable, LockError
+from lockguide.errors import LockError
 from lockguide.fencing import SqlFencedStore
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
-from lockguide_lab.testbed.consensus import ConsensusCluster, EtcdCluster, ZooKeeperEnsemble
+from lockguide_lab.testbed.consensus import (
+    ConsensusCluster,
+    EtcdCluster,
+    HttpLink,
+    ZooKeeperEnsemble,
+)
 from lockguide_lab.testbed.link import Link
 from lockguide_lab.testbed.process import LOOPBACK
 
 __all__ = [
     "CONSENSUS_SCENARIOS",
     "ConsensusCutOffHolder",
+    "ConsensusDelayedWrite",
     "ConsensusLeaderKilled",
     "ConsensusLock",
+    "ConsensusLostReply",
     "ConsensusMajorityDown",
     "ConsensusPausedHolder",
     "ConsensusScenario",
+    "ConsensusWaiterOutwaits",
+    "ConsensusWipedMember",
     "SqlResource",
     "make_lock",
 ]
@@ -69,9 +101,16 @@ class ConsensusLock(Protocol):
     def token(self) -> int: ...
     @property
     def held(self) -> bool: ...
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = None) -> bool: ...
+    def acquire(self, *, blocking: bool = True, timeout_ms: Any = ...) -> bool: ...
     def release(self) -> None: ...
     def check(self) -> None: ...
+    @property
+    def last_error(self) -> BaseException | None: ...
+
+
+def _cause(error: BaseException | None) -> str:
+    """The last error of an attempt, short, for a timeline."""
+    return repr(error).split(":")[0][:60]
 
 
 # -- the resource -------------------------------------------------------------------------
@@ -108,22 +147,37 @@ class SqlResource:
 
 
 def make_lock(
-    system: str, address: str | list[str], key: str, ttl_ms: int, clients: list[Any]
+    system: str,
+    address: str | list[str],
+    key: str,
+    ttl_ms: int,
+    clients: list[Any],
+    request_timeout_ms: float | None = None,
 ) -> ConsensusLock:
     """An ``EtcdLock`` or a ``ZooKeeperLock`` (its kazoo client appended to ``clients``)."""
     if system == "etcd":
         from lockguide.etcd import EtcdLock
 
-        return EtcdLock(address, key, ttl_ms, request_timeout_ms=500)
-    from kazoo.client import KazooClient
-
+        return EtcdLock(address, key, ttl_ms=ttl_ms, request_timeout_ms=request_timeout_ms or 500)
     from lockguide.zookeeper import ZooKeeperLock
+
+    client = _kazoo(address, ttl_ms, clients)
+    return ZooKeeperLock(client, _zpath(key), request_timeout_ms=request_timeout_ms or 1000)
+
+
+def _kazoo(address: str | list[str], ttl_ms: int, clients: list[Any]) -> Any:
+    """A started kazoo client whose session lasts ``ttl_ms`` (appended to ``clients``)."""
+    from kazoo.client import KazooClient
 
     hosts = address if isinstance(address, str) else ",".join(address)
     client = KazooClient(hosts=hosts, timeout=ttl_ms / 1000, connection_retry={"max_tries": -1})
     client.start(timeout=10)
     clients.append(client)
-    return ZooKeeperLock(client, "/" + key.replace(":", "/"), request_timeout_ms=1000)
+    return client
+
+
+def _zpath(key: str) -> str:
+    return "/" + key.replace(":", "/")
 
 
 def _address(cluster: ConsensusCluster) -> list[str] | str:
@@ -181,17 +235,21 @@ class ConsensusScenario:
             resource.close()
             cluster.ensure_running()
             _wait_quorum(cluster)
-        name = "EtcdLock" if system == "etcd" else "ZooKeeperLock"
-        fencing = "SqlFencedStore checks the token" if way == "fixed" else "unfenced writes"
         return Timeline(
             scenario=f"{self.title} ({'etcd' if system == 'etcd' else 'ZooKeeper'})",
             way=way,
-            approach=f"{name}, {fencing}",
+            approach=self.approach(system, way),
             testbed=f"real {system}, three members, real time",
             events=tuple(sorted(record.events, key=lambda e: e.t_ms)),
             final_value=final,
             parameters={"ttl_ms": float(self.ttl_ms)},
         )
+
+    def approach(self, system: str, way: str) -> str:
+        """What the run's clients do, for the figure's title."""
+        name = "EtcdLock" if system == "etcd" else "ZooKeeperLock"
+        fencing = "SqlFencedStore checks the token" if way == "fixed" else "unfenced writes"
+        return f"{name}, {fencing}"
 
     def both(self, cluster: ConsensusCluster, workdir: Path) -> tuple[Timeline, Timeline]:
         """The broken run, then the fixed run."""
@@ -209,6 +267,18 @@ class ConsensusScenario:
 
     def _key(self, cluster: ConsensusCluster) -> str:
         return f"{self.key}:{time.monotonic_ns()}"  # a fresh key per run
+
+
+def _fatal(log: Path, error: Exception) -> str:
+    """The message of the last panic or fatal line in a member's log (etcd logs JSON)."""
+    with contextlib.suppress(OSError):
+        for line in reversed(log.read_text("utf-8", "replace").splitlines()[-200:]):
+            if '"level":"panic"' in line or '"level":"fatal"' in line:
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    why = str(entry.get("error", "")).rsplit(": ", 1)[-1]
+                    return f"{entry.get('msg', '')}: {why}"[:90]
+    return type(error).__name__
 
 
 def _wait_quorum(cluster: ConsensusCluster) -> None:
@@ -371,11 +441,9 @@ class ConsensusLeaderKilled(ConsensusScenario):
         cluster.kill(leader)
         record("cluster", Kind.SERVER, f"leader {cluster.members[leader].name} killed (SIGKILL)")
         wait = 2 * self.ttl_ms
-        try:
-            got = b.acquire(timeout_ms=wait)
-        except ClusterUnavailable as error:
-            got = False
-            record("B", Kind.NOT_ACQUIRED, f"no answer: {error.cause.split(':')[0][:60]}")
+        got = b.acquire(timeout_ms=wait)
+        if not got and b.last_error is not None:
+            record("B", Kind.NOT_ACQUIRED, f"no answer: {_cause(b.last_error)}")
         if got:
             record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
             b.release()
@@ -419,10 +487,9 @@ class ConsensusMajorityDown(ConsensusScenario):
             cluster.kill(index)
             record("cluster", Kind.SERVER, f"{cluster.members[index].name} killed (SIGKILL)")
         for name, lock in (("A", a), ("B", b)):
-            try:
-                got = lock.acquire(timeout_ms=self.ttl_ms)
-            except ClusterUnavailable as error:
-                record(name, Kind.NOT_ACQUIRED, f"no quorum: {error.cause.split(':')[0][:60]}")
+            got = lock.acquire(timeout_ms=self.ttl_ms)
+            if not got and lock.last_error is not None:
+                record(name, Kind.NOT_ACQUIRED, f"no quorum: {_cause(lock.last_error)}")
                 continue
             if got:
                 record(name, Kind.ACQUIRED, f"token {lock.token}")
@@ -497,10 +564,351 @@ class ConsensusCutOffHolder(ConsensusScenario):
                 link.close()
 
 
+class _RawEtcd:
+    """The two requests a hand-written etcd lock makes, sent once each (the broken ways)."""
+
+    def __init__(self, url: str) -> None:
+        import urllib3
+
+        self._url = url
+        self._http = urllib3.PoolManager(timeout=urllib3.Timeout(total=1.0), retries=False)
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON reply; ``OSError`` when none came."""
+        import urllib3
+
+        try:
+            response = self._http.request(
+                "POST", self._url + path, body=json.dumps(body).encode("utf-8")
+            )
+        except urllib3.exceptions.HTTPError as error:
+            raise OSError(f"no reply to {path}: {error!r}") from error
+        reply: dict[str, Any] = json.loads(response.data or b"{}")
+        return reply
+
+    def grant(self, ttl_ms: int) -> int:
+        return int(self.post("/v3/lease/grant", {"TTL": ttl_ms // 1000})["ID"])
+
+    def create(self, key: str, lease: int) -> dict[str, Any]:
+        """Put ``key`` on ``lease`` if absent: the transaction's reply (``error`` on failure)."""
+        encoded = base64.b64encode(key.encode()).decode()
+        put = {"request_put": {"key": encoded, "value": encoded, "lease": lease}}
+        return self.post(
+            "/v3/kv/txn",
+            {
+                "compare": [{"key": encoded, "target": "CREATE", "create_revision": "0"}],
+                "success": [put],
+            },
+        )
+
+
+@dataclass(frozen=True)
+class ConsensusLostReply(ConsensusScenario):
+    """A's create is performed, its reply lost at the link; B waits for the lock."""
+
+    title: ClassVar[str] = "The reply to A's create lost"
+
+    def approach(self, system: str, way: str) -> str:
+        if way == "fixed":
+            return super().approach(system, way)
+        if system == "etcd":
+            return "A: a grant and a txn by hand, no reply taken as a failure; B: EtcdLock"
+        return "A: a node named lock-N by hand, no reply taken as a failure; B: ZooKeeperLock"
+
+    def script(
+        self,
+        cluster: ConsensusCluster,
+        record: Recorder,
+        resource: SqlResource,
+        db: Path,
+        clients: list[Any],
+    ) -> None:
+        key = self._key(cluster)
+        fixed = resource.fenced
+        record.t0 = time.monotonic()
+        if isinstance(cluster, EtcdCluster):
+            with HttpLink(cluster.endpoint(0)) as link:
+                link.lose("/v3/kv/txn")
+                record("cluster", Kind.SERVER, "the link to etcd-0 will drop A's next txn reply")
+                if fixed:
+                    a = make_lock("etcd", [link.url], key, self.ttl_ms, clients)
+                    self._a_with_lock(a, record, resource)
+                else:
+                    raw = _RawEtcd(link.url)
+                    lease = raw.grant(self.ttl_ms)
+                    try:
+                        raw.create(key, lease)
+                    except OSError:
+                        record("A", Kind.NOT_ACQUIRED, "no reply to its txn: taken as a failure")
+                self._b_waits(cluster, key, record, resource, clients)
+            return
+        assert isinstance(cluster, ZooKeeperEnsemble)
+        zlink = Link((LOOPBACK, cluster.members[0].client_port))
+        try:
+            client = _kazoo(":".join(map(str, zlink.address)), 4000, clients)
+            path = _zpath(key)
+            client.ensure_path(path)
+            zlink.reply_delay_s = 1.0
+            record("cluster", Kind.SERVER, "the link to zk-0 delays every reply to A by 1 s")
+            if fixed:
+                from lockguide.zookeeper import ZooKeeperLock
+
+                a = ZooKeeperLock(client, path, request_timeout_ms=300)
+                if not a.acquire(timeout_ms=1000):
+                    record("A", Kind.NOT_ACQUIRED, f"no reply in time: {_cause(a.last_error)}")
+            else:
+                try:
+                    client.create_async(f"{path}/lock-", ephemeral=True, sequence=True).get(
+                        timeout=0.3
+                    )
+                except client.handler.timeout_exception:
+                    record("A", Kind.NOT_ACQUIRED, "no reply to its create in 300 ms: gives up")
+            zlink.reply_delay_s = 0.0
+            self._b_waits(cluster, key, record, resource, clients)
+        finally:
+            zlink.close()
+
+    def _a_with_lock(self, a: ConsensusLock, record: Recorder, resource: SqlResource) -> None:
+        if not a.acquire(timeout_ms=5_000):
+            record("A", Kind.NOT_ACQUIRED, f"last error: {_cause(a.last_error)}")
+            return
+        record("A", Kind.ACQUIRED, f"token {a.token}: its own key, found on its lease")
+        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+        a.release()
+        record("A", Kind.RELEASED)
+
+    def _b_waits(
+        self,
+        cluster: ConsensusCluster,
+        key: str,
+        record: Recorder,
+        resource: SqlResource,
+        clients: list[Any],
+    ) -> None:
+        b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
+        wait = 2 * self.ttl_ms
+        if not b.acquire(timeout_ms=wait):
+            what = "A's orphan node" if cluster.kind == "zookeeper" else "A's key"
+            record("B", Kind.NOT_ACQUIRED, f"{wait} ms: blocked by {what}")
+            return
+        record("B", Kind.ACQUIRED, f"token {b.token}")
+        ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+        b.release()
+        record("B", Kind.RELEASED)
+
+
+@dataclass(frozen=True)
+class ConsensusWaiterOutwaits(ConsensusScenario):
+    """B waits for A longer than B's own TTL; A releases; does B get the lock?"""
+
+    title: ClassVar[str] = "A waiter that outwaits its TTL"
+    ttl_ms: int = 1000
+    hold_ms: int = 3000
+
+    def approach(self, system: str, way: str) -> str:
+        if system == "etcd" and way == "broken":
+            return "B: one lease for the whole wait, retried on (EtcdLock before its fix)"
+        return super().approach(system, way)
+
+    def script(
+        self,
+        cluster: ConsensusCluster,
+        record: Recorder,
+        resource: SqlResource,
+        db: Path,
+        clients: list[Any],
+    ) -> None:
+        import threading
+
+        key = self._key(cluster)
+        address = _address(cluster)
+        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+        record.t0 = time.monotonic()
+        if not a.acquire(timeout_ms=5_000):
+            record("A", Kind.NOT_ACQUIRED)
+            return
+        record("A", Kind.ACQUIRED, f"token {a.token}; holds it {self.hold_ms} ms")
+        wait_ms = self.hold_ms + 2 * self.ttl_ms
+        if isinstance(cluster, EtcdCluster) and not resource.fenced:
+            waiter = threading.Thread(target=self._one_lease, args=(cluster, key, record, wait_ms))
+        else:
+            b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+            waiter = threading.Thread(target=self._waits, args=(b, record, db, resource, wait_ms))
+        waiter.start()
+        time.sleep(self.hold_ms / 1000)
+        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+        time.sleep(0.005)  # keep the write and the release apart on the timeline
+        # A stops believing it holds the lock when it asks to release, not when the
+        # reply arrives: B, woken by the same deletion, may hold it before that.
+        asked = record.now()
+        a.release()
+        record.events.append(Event(asked, "A", Kind.RELEASED, "asked to release"))
+        waiter.join()
+
+    def _waits(
+        self, b: ConsensusLock, record: Recorder, db: Path, resource: SqlResource, ms: int
+    ) -> None:
+        record("B", Kind.READ, f"waits up to {ms} ms, its TTL {self.ttl_ms} ms")
+        if not b.acquire(timeout_ms=ms):
+            record("B", Kind.NOT_ACQUIRED, f"gave up after {ms} ms")
+            return
+        record("B", Kind.ACQUIRED, f"token {b.token}")
+        mine = SqlResource(db, fenced=resource.fenced)  # SQLite: a connection per thread
+        try:
+            ConsensusPausedHolder._write(record, mine, "B", b.token, "B's update")
+        finally:
+            mine.close()
+        b.release()
+        record("B", Kind.RELEASED)
+
+    def _one_lease(self, cluster: EtcdCluster, key: str, record: Recorder, ms: int) -> None:
+        """The broken waiter: one lease for the whole wait, never kept alive."""
+        raw = _RawEtcd(cluster.endpoint(0))
+        lease = raw.grant(self.ttl_ms)
+        record("B", Kind.READ, f"waits up to {ms} ms on one lease of {self.ttl_ms} ms")
+        give_up = time.monotonic() + ms / 1000
+        error = ""
+        while time.monotonic() < give_up:
+            reply = raw.create(key, lease)
+            if reply.get("succeeded"):
+                record("B", Kind.ACQUIRED, f"token {reply['header']['revision']}")
+                return
+            error = str(reply.get("message", "")) or error
+            time.sleep(0.1)
+        record("B", Kind.NOT_ACQUIRED, f"gave up after {ms} ms; every try: {error[:50]}")
+
+
+@dataclass(frozen=True)
+class ConsensusWipedMember(ConsensusScenario):
+    """A follower restarted with its data wiped while A holds the lock."""
+
+    title: ClassVar[str] = "A member restarted with its data wiped"
+
+    def script(
+        self,
+        cluster: ConsensusCluster,
+        record: Recorder,
+        resource: SqlResource,
+        db: Path,
+        clients: list[Any],
+    ) -> None:
+        import shutil
+
+        key = self._key(cluster)
+        address = _address(cluster)
+        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+        record.t0 = time.monotonic()
+        if not a.acquire(timeout_ms=5_000):
+            record("A", Kind.NOT_ACQUIRED)
+            return
+        record("A", Kind.ACQUIRED, f"token {a.token}")
+        leader = cluster.leader()
+        follower = next(i for i in range(len(cluster.members)) if i != leader)
+        name = cluster.members[follower].name
+        cluster.kill(follower)
+        data = cluster.base / name / "data"
+        wiped = data / "version-2" if isinstance(cluster, ZooKeeperEnsemble) else data
+        kept = cluster.base / name / "data.kept"
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(data, kept)
+        shutil.rmtree(wiped)
+        record("cluster", Kind.SERVER, f"follower {name} killed; its data directory emptied")
+        try:
+            cluster.restart(follower)
+            _wait_quorum(cluster)
+            came_back = f"{name} restarted empty and rejoined"
+            if isinstance(cluster, ZooKeeperEnsemble):
+                came_back += ": the leader sent it the state"
+        except Exception as error:
+            came_back = f"{name} exited at start: {_fatal(cluster.members[follower].log, error)}"
+        record("cluster", Kind.SERVER, came_back)
+        wait = 2 * self.ttl_ms
+        if b.acquire(timeout_ms=wait):
+            record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
+            b.release()
+        else:
+            record("B", Kind.NOT_ACQUIRED, f"refused for {wait} ms, longer than A's lease")
+        try:
+            a.check()
+        except LockError as error:
+            record("A", Kind.LOST, str(error).split(":")[0])
+            return
+        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+        a.release()
+        record("A", Kind.RELEASED)
+        if b.acquire(timeout_ms=5_000):
+            record("B", Kind.ACQUIRED, f"token {b.token}")
+            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+            b.release()
+            record("B", Kind.RELEASED)
+        if not cluster.members[follower].running:  # put the member back as it was
+            shutil.rmtree(data, ignore_errors=True)
+            shutil.move(kept, data)
+            cluster.restart(follower)
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ConsensusDelayedWrite(ConsensusScenario):
+    """A's write leaves under a valid lease and reaches the resource after B's."""
+
+    title: ClassVar[str] = "A's write delayed on its way to the resource"
+    delay_ms: int = 1500
+
+    def script(
+        self,
+        cluster: ConsensusCluster,
+        record: Recorder,
+        resource: SqlResource,
+        db: Path,
+        clients: list[Any],
+    ) -> None:
+        import threading
+
+        key = self._key(cluster)
+        address = _address(cluster)
+        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
+        record.t0 = time.monotonic()
+        if not a.acquire(timeout_ms=5_000):
+            record("A", Kind.NOT_ACQUIRED)
+            return
+        a.check()
+        token = a.token
+        record("A", Kind.ACQUIRED, f"token {token}; check() passed")
+
+        def in_flight() -> None:  # the network holds A's request, then delivers it
+            time.sleep(self.delay_ms / 1000)
+            mine = SqlResource(db, fenced=resource.fenced)  # SQLite: a connection per thread
+            try:
+                ConsensusPausedHolder._write(record, mine, "A", token, "A's update")
+            finally:
+                mine.close()
+
+        wire = threading.Thread(target=in_flight)
+        wire.start()
+        record("A", Kind.READ, f"sends its write; the network holds it {self.delay_ms} ms")
+        time.sleep(0.3)  # A's client times out on the write and lets the lock go
+        a.release()
+        record("A", Kind.RELEASED, "its write timed out: it takes it as failed")
+        if b.acquire(timeout_ms=5_000):
+            record("B", Kind.ACQUIRED, f"token {b.token}")
+            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+            wire.join()
+            b.release()
+            record("B", Kind.RELEASED)
+        wire.join()
+
+
 #: The consensus runs, in the order the page tells them.
 CONSENSUS_SCENARIOS: tuple[ConsensusScenario, ...] = (
     ConsensusPausedHolder(),
     ConsensusCutOffHolder(),
     ConsensusLeaderKilled(),
     ConsensusMajorityDown(),
+    ConsensusLostReply(),
+    ConsensusWaiterOutwaits(),
+    ConsensusWipedMember(),
+    ConsensusDelayedWrite(),
 )

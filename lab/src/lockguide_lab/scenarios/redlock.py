@@ -190,7 +190,7 @@ def _warm_up(lock: Redlock) -> None:
     probe = Redlock(
         lock.masters,
         lock.key + ":warm-up",
-        lock.ttl_ms,
+        ttl_ms=lock.ttl_ms,
         node_timeout_ms=lock.node_timeout_ms,
         retry_delay_ms=(1.0, 2.0),
     )

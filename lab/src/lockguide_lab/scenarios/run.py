@@ -112,11 +112,13 @@ class Run:
 
     def lock(self, client: redis.Redis, key: str, ttl_ms: int) -> Lock:
         """A :class:`~lockguide.Lock` on the run's clock, whose renewals (if any) are recorded."""
-        return RecordedLock(Hooks(self.now), client, key, ttl_ms, clock=self.clock.monotonic)
+        return RecordedLock(Hooks(self.now), client, key, ttl_ms=ttl_ms, clock=self.clock.monotonic)
 
     def fenced_lock(self, client: redis.Redis, key: str, ttl_ms: int) -> FencedLock:
         """A :class:`~lockguide.FencedLock` on the run's clock, its renewals recorded."""
-        return RecordedFencedLock(Hooks(self.now), client, key, ttl_ms, clock=self.clock.monotonic)
+        return RecordedFencedLock(
+            Hooks(self.now), client, key, ttl_ms=ttl_ms, clock=self.clock.monotonic
+        )
 
     def redlock(
         self, masters: Sequence[redis.Redis], key: str, ttl_ms: int, **options: Any
@@ -126,7 +128,7 @@ class Run:
         ``options`` are Redlock's own (``node_timeout_ms``, ``retry_delay_ms``, ``rng``...).
         """
         return RecordedRedlock(
-            Hooks(self.now), masters, key, ttl_ms, clock=self.clock.monotonic, **options
+            Hooks(self.now), masters, key, ttl_ms=ttl_ms, clock=self.clock.monotonic, **options
         )
 
     def server_event(self, detail: str) -> None:

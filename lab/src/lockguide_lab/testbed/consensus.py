@@ -11,7 +11,9 @@ lab can kill, freeze and restart one and see what the cluster does:
 * :class:`ZooKeeperEnsemble`: Debian's ``zookeeper`` (3.8), each server a JVM
   (64 MB heap) run by a ``TCPExecutor`` whose start check asks the server's
   ``srvr`` command for its mode (leader or follower, not merely listening).
-  ``tickTime`` 100 ms: sessions from 0.2 s to 4 s.
+  ``tickTime`` 100 ms: sessions from 0.2 s to 4 s. ``forceSync=no`` unless
+  ``force_sync=True`` (ZooKeeper's own default, which the benchmark uses):
+  the tests' runs do not depend on the log reaching the disk.
 
 The members start at once, in parallel (none can answer before a majority is
 up), and :meth:`ConsensusCluster.kill` / :meth:`ConsensusCluster.restart`
@@ -42,6 +44,7 @@ __all__ = [
     "ZOOKEEPER_JAR",
     "ConsensusCluster",
     "EtcdCluster",
+    "HttpLink",
     "ZooKeeperEnsemble",
     "etcd_executable",
     "zookeeper_classpath",
@@ -336,8 +339,9 @@ class ZooKeeperEnsemble(ConsensusCluster):
     #: ZooKeeper's tick: sessions may last from 2 to 20 ticks.
     TICK_MS = 100
 
-    def __init__(self, base: Path, size: int = 3) -> None:
+    def __init__(self, base: Path, size: int = 3, *, force_sync: bool = False) -> None:
         super().__init__(base, size)
+        self.force_sync = force_sync
         classpath = zookeeper_classpath()
         ports = _free_ports(3 * size)
         client_ports = ports[:size]
@@ -361,7 +365,9 @@ class ZooKeeperEnsemble(ConsensusCluster):
                         f"clientPortAddress={LOOPBACK}",
                         "4lw.commands.whitelist=srvr,ruok,mntr",
                         "admin.enableServer=false",
-                        "forceSync=no",
+                        # ZooKeeper's default is yes (fsync the log before acknowledging);
+                        # the tests turn it off for speed, the benchmark states which.
+                        f"forceSync={'yes' if force_sync else 'no'}",
                         "preAllocSize=1024",
                         *servers,
                         "",
@@ -412,6 +418,96 @@ class ZooKeeperEnsemble(ConsensusCluster):
                 return
             time.sleep(0.05)
         raise ServerUnavailable("the ZooKeeper ensemble did not form a quorum in time")
+
+
+class HttpLink:
+    """One etcd member behind a loopback HTTP forwarder that can lose chosen replies.
+
+    :class:`~lockguide_lab.testbed.Link` forwards bytes and reads Redis's
+    protocol; etcd's gateway speaks HTTP, and losing *one* reply (the
+    transaction's, not the lease grant's before it) needs to know where one
+    request ends. This forwarder does: every request is sent on to the member
+    and its reply read; for a path that :meth:`lose` names, the reply is then
+    dropped and the client's connection closed, so the cluster performed the
+    request and the client never hears of it.
+
+    Attributes:
+        url: the address clients use instead of the member's.
+        lost: the paths whose reply was dropped, in order, with the time
+            (``time.monotonic``) the member answered.
+    """
+
+    def __init__(self, target: str) -> None:
+        import http.client
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.target = target
+        self._losing: dict[str, int] = {}
+        self._mutex = threading.Lock()
+        self.lost: list[tuple[str, float]] = []
+        link = self
+        parsed = urllib.parse.urlsplit(target)
+        host, port = parsed.hostname or LOOPBACK, parsed.port or 80
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                upstream = http.client.HTTPConnection(host, port, timeout=10)
+                try:
+                    upstream.request(
+                        "POST", self.path, body=body, headers={"Content-Type": "application/json"}
+                    )
+                    reply = upstream.getresponse()
+                    data = reply.read()
+                finally:
+                    upstream.close()
+                if link._take(self.path):
+                    self.close_connection = True  # the reply is dropped: the client sees a reset
+                    return
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
+        threading.Thread(
+            target=self._server.serve_forever, name="lockguide-http-link", daemon=True
+        ).start()
+
+    def lose(self, path: str, times: int = 1) -> None:
+        """Drop the replies to the next ``times`` requests for ``path`` (``/v3/kv/txn``)."""
+        with self._mutex:
+            self._losing[path] = self._losing.get(path, 0) + times
+
+    def _take(self, path: str) -> bool:
+        with self._mutex:
+            left = self._losing.get(path, 0)
+            if left <= 0:
+                return False
+            self._losing[path] = left - 1
+            self.lost.append((path, time.monotonic()))
+            return True
+
+    def close(self) -> None:
+        """Stop forwarding."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @contextlib.contextmanager

@@ -68,7 +68,9 @@ class LockguideAdapter:
         self.client: redis.Redis = servers[0].connect()
 
     def make_lock(self, key: str, ttl_ms: int) -> Lock:
-        return Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock)
+        return Lock(
+            self.client, key, ttl_ms=ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock
+        )
 
     def holder(
         self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False

@@ -1,0 +1,825 @@
+"""The decisions every lock here makes, written once and free of I/O (sans-IO).
+
+Read :mod:`lockguide.lock` first; this module is the one other file ``Lock`` needs
+(copy both, they import each other relatively). It holds:
+
+* **Errors**, one hierarchy (re-exported by :mod:`lockguide.errors`).
+* **Checks** that run before anything is sent and say what to write instead.
+* **Scripts**, inline Lua run with ``EVALSHA`` (loaded on ``NOSCRIPT``).
+* **Lease state** (:class:`LeaseState`): key, TTL, this holder's value, its deadline
+  on the lock's clock, and who may use it: the process, and the thread or task.
+* **Steps**: each operation (acquire, release, extend, a clean-up) is a generator
+  that *yields effects* and *receives* what they produced, in the style of h11
+  and h2. An effect is :class:`Send` (commands to the lock's server, with the
+  most the reply may be waited for) or :class:`Sleep`. A driver performs each
+  effect and sends back the reply, or throws in the exception it raised; the
+  generator's return value is the operation's result. The synchronous driver is
+  :meth:`lockguide.lock.Lock._drive` (:func:`drive` with a ``perform`` function);
+  :mod:`lockguide.aio` drives the same generators over ``redis.asyncio``.
+  Redlock's fan-out steps, over N masters, are in :mod:`lockguide.redlock`.
+
+A driver (``lock.py``; ``aio.py`` over ``redis.asyncio``) subclasses
+:class:`ServerSteps` (or ``redlock.RedlockSteps``), calls :meth:`LeaseState._init_lease`,
+sets ``_request_s``, ``_cluster`` and ``_uniform``, overrides :meth:`LeaseState._holder`
+(and ``_owner_kinds``) for its kind of owner, and runs ``_acquire_steps``,
+``_release_steps``, ``_extend_steps`` with its own loop: for each yielded effect,
+perform it (``Send``: :func:`run_script` already handled NOSCRIPT, MOVED and ASK;
+``FanOut``: every master at once) and ``send`` the reply or ``throw`` the error
+back. The asyncio driver alone decides about cancellation and shielding.
+Nothing here reads a private attribute of redis-py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import numbers
+import os
+import secrets
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from redis import exceptions as rx
+
+#: The longest lease a lock accepts: one week. A crashed holder keeps everybody
+#: out for a whole TTL; work that runs longer renews a shorter lease (Watchdog).
+MAX_TTL_MS = 7 * 24 * 3600 * 1000
+#: How long a blocking ``acquire`` waits when no ``timeout_ms`` is given (10 s);
+#: ``timeout_ms=None`` waits for ever, and must be asked for.
+DEFAULT_TIMEOUT_MS = 10_000.0
+#: Bytes of randomness in every lock value (the Redis docs suggest 20).
+VALUE_BYTES = 20
+
+Clock = Callable[[], float]
+Owner = Literal["thread", "task", "process"]
+T = TypeVar("T")
+
+
+def new_lock_value() -> str:
+    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits.
+
+    Hex keeps the value printable and safe for clients created with
+    ``decode_responses=True``; the randomness is the full 160 bits either way.
+    """
+    return secrets.token_hex(VALUE_BYTES)
+
+
+# -- effects and their driver -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write ``commands`` to the server in one go; the reply is the last command's.
+
+    ``timeout_s`` is the most the replies may be waited for. ``node`` (a Cluster's
+    ``(host, port)``) sends to that node instead of the key's master, after
+    ``refresh`` (re-learn the slot map) when the slot has moved.
+    """
+
+    commands: tuple[tuple[Any, ...], ...]
+    timeout_s: float
+    node: tuple[str, int] | None = None
+    refresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Pause ``seconds`` before the next try."""
+
+    seconds: float
+
+
+Steps = Generator[Any, Any, T]
+
+
+def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
+    """Run ``steps`` to its result, performing each effect it yields with ``perform``.
+
+    Whatever ``perform`` raises (``Ctrl-C`` too) is thrown into the steps, which
+    may yield their clean-up before the exception goes on.
+    """
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            reply, error = perform(effect), None
+        except BaseException as raised:  # handed to the steps, which decide
+            reply, error = None, raised
+
+
+# -- scripts ------------------------------------------------------------------------
+
+
+class LuaScript:
+    """A Lua script Redis runs atomically, called by SHA1 with ``EVALSHA``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+    def command(self, keys: tuple[str, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The ``EVALSHA`` command's arguments."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+# The scripts' text is also in ``scripts/*.lua`` (the guide's pages show those files);
+# a test checks the two are equal.
+RELEASE = LuaScript("""\
+-- Compare-and-delete: remove the lock only if it still holds
+-- the caller's value.
+--   KEYS[1]  the lock key
+--   ARGV[1]  the value this holder wrote when it acquired the lock
+-- Returns 1 if the key was ours and is now gone,
+--         0 if it was absent or held by someone else.
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+return redis.call("DEL", KEYS[1])
+""")
+
+EXTEND = LuaScript("""\
+-- Compare-and-pexpire: give the lock a fresh TTL only if it still
+-- holds the caller's value.
+--   KEYS[1]  the lock key
+--   ARGV[1]  the value this holder wrote when it acquired the lock
+--   ARGV[2]  the new time to live, in milliseconds
+-- Returns 1 if the TTL was reset,
+--         0 if the key was absent or held by someone else.
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+""")
+
+
+def run_script(
+    script: LuaScript | None, command: tuple[Any, ...], timeout_s: float, cluster: bool = False
+) -> Steps[Any]:
+    """Send one command (a script's ``EVALSHA`` if ``script``); its reply.
+
+    ``NOSCRIPT`` (first use, a restart, ``SCRIPT FLUSH``) loads the script and
+    runs it again; on a Cluster, ``MOVED`` re-learns the slot map and sends once
+    more to the slot's new master, and ``ASK`` sends ``ASKING`` and the command
+    to the node importing the slot. Each at most once.
+    """
+    node: tuple[str, int] | None = None
+    load = asking = refresh = False
+    tried: set[str] = set()
+    while True:
+        commands = ((("SCRIPT", "LOAD", script.source),) if load and script else ()) + (
+            (("ASKING",),) if asking else ()
+        )
+        try:
+            return (yield Send((*commands, command), timeout_s, node, refresh))
+        except rx.NoScriptError:
+            if script is None or "load" in tried:
+                raise
+            tried.add("load")
+            load = True
+        except (rx.MovedError, rx.AskError) as redirect:  # AskError is a ResponseError
+            kind = "moved" if isinstance(redirect, rx.MovedError) else "ask"  # a kind of ASK
+            if not cluster or kind in tried:
+                raise
+            tried.add(kind)
+            node, asking, refresh = (redirect.host, redirect.port), kind == "ask", kind == "moved"
+
+
+#: Error replies a later try may not get (the server is busy, out of memory,
+#: loading, read-only, between failovers); the message's first word.
+RETRYABLE_REPLIES = frozenset(
+    ("OOM", "BUSY", "NOREPLICAS", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY", "CLUSTERDOWN")
+)
+_RETRYABLE_TYPES = (
+    rx.TimeoutError,
+    rx.ConnectionError,
+    rx.OutOfMemoryError,
+    rx.BusyLoadingError,
+    rx.ReadOnlyError,
+    rx.TryAgainError,
+    rx.MasterDownError,
+    rx.ClusterDownError,
+)
+
+
+def retryable(error: BaseException) -> bool:
+    """Whether a later try may succeed: no answer in time, a lost connection, a busy server.
+
+    Wrong credentials, a missing permission, an unknown command: no retry fixes those.
+    """
+    if isinstance(error, rx.AuthenticationError | rx.AuthorizationError | rx.NoPermissionError):
+        return False
+    if isinstance(error, _RETRYABLE_TYPES):
+        return True
+    return isinstance(error, rx.ResponseError) and str(error).split(" ", 1)[0] in RETRYABLE_REPLIES
+
+
+# -- checks -------------------------------------------------------------------------
+
+
+def check_client_of(kind: type[T], label: str, client: object, name: str = "client") -> T:
+    """A client of class ``kind`` (``redis.Redis``, ``redis.asyncio.Redis``), named ``label``."""
+    if not isinstance(client, kind):
+        raise BadArgumentType(
+            f"{name} must be a {label} instance (for example {label}(host=...)), "
+            f"not {type(client).__name__}"
+        )
+    return client
+
+
+def check_key(key: object, name: str = "key") -> str:
+    """A non-empty string."""
+    if not isinstance(key, str):
+        raise BadArgumentType(f"{name} must be a str, not {type(key).__name__}")
+    if not key:
+        raise BadArgument(
+            f"{name} must not be empty: choose a name for the resource, e.g. 'lock:ledger'"
+        )
+    return key
+
+
+def check_ttl_ms(ttl_ms: object, name: str = "ttl_ms") -> int:
+    """A whole number of milliseconds from 1 to :data:`MAX_TTL_MS` (``bool`` is refused)."""
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, numbers.Integral):
+        raise BadArgumentType(
+            f"{name} must be a whole number of milliseconds (int), not {ttl_ms!r}; "
+            "for 30 seconds write 30_000"
+        )
+    ttl = int(ttl_ms)
+    if ttl <= 0:
+        raise BadArgument(
+            f"{name} must be > 0 ms, got {ttl}: a lock with no expiry is held forever "
+            "by a holder that crashes"
+        )
+    if ttl > MAX_TTL_MS:
+        raise BadArgument(
+            f"{name} must be at most {MAX_TTL_MS} ms (one week), got {ttl}: a holder that "
+            "crashes keeps everybody out for the whole TTL. For long work, renew a shorter "
+            "lease (lockguide.Watchdog)"
+        )
+    return ttl
+
+
+def check_ms(value: object, name: str, *, positive: bool = False) -> float:
+    """A finite number of milliseconds, ``>= 0`` (``> 0`` when ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise BadArgumentType(f"{name} must be a number of milliseconds, not {value!r}")
+    ms = float(value)
+    if not math.isfinite(ms) or ms < 0 or (positive and ms == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise BadArgument(f"{name} must be a finite number of milliseconds {bound}, got {value!r}")
+    return ms
+
+
+def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
+    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
+    if value < least:
+        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
+    return value
+
+
+def check_delay_range(value: object, name: str = "retry_delay_ms") -> tuple[float, float]:
+    """A ``(low, high)`` pair of milliseconds with ``0 <= low <= high`` and ``high > 0``."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise BadArgumentType(f"{name} must be a (low, high) tuple of milliseconds, not {value!r}")
+    low, high = check_ms(value[0], f"{name}[0]"), check_ms(value[1], f"{name}[1]")
+    if low > high or high == 0:
+        raise BadArgument(
+            f"{name} must satisfy 0 <= low <= high and high > 0, got {value!r}: "
+            "the retry delay is drawn at random from this range"
+        )
+    return (low, high)
+
+
+def check_drift(factor: object, floor_ms: object) -> tuple[float, float]:
+    """The clock-drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+        raise BadArgumentType(f"drift_factor must be a number, not {factor!r}")
+    if not 0 <= float(factor) < 1:
+        raise BadArgument(
+            f"drift_factor must be in [0, 1), got {factor!r}: it is the fraction of the TTL "
+            "set aside for clocks that run at different rates (0.01 allows 1 %)"
+        )
+    return float(factor), check_ms(floor_ms, "drift_floor_ms")
+
+
+def check_clock(clock: object) -> Clock:
+    """A function of no arguments returning seconds, like ``time.monotonic``."""
+    if not callable(clock):
+        raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
+    return clock
+
+
+def pool_settings(pool: Any, timeout_s: float) -> dict[str, Any]:
+    """What a lock's own pool to ``pool``'s server is made with (sync and asyncio alike).
+
+    The pool's public ``connection_class`` and ``connection_kwargs`` (address,
+    credentials, TLS, database, protocol, encoding) and its size, with every
+    socket operation bounded by ``timeout_s`` and redis-py's retries off: a
+    ``SET NX`` sent again after its reply was lost would find the holder's own key.
+    The driver adds ``retry`` (no retries, in its own flavour: sync or asyncio).
+    """
+    settings = dict(pool.connection_kwargs)
+    settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_error=[])
+    settings.update(connection_class=pool.connection_class, max_connections=pool.max_connections)
+    if getattr(pool, "queue_class", None) is not None:  # a BlockingConnectionPool: its wait
+        settings["timeout"] = pool.timeout
+    return settings
+
+
+# -- lease state --------------------------------------------------------------------
+
+#: ``acquire(timeout_ms=...)``'s default: the constructor's ``timeout_ms``.
+UNSET: Any = object()
+
+
+class LeaseState:
+    """The state of one lease and the rules every lock here shares; no I/O.
+
+    A subclass's ``__init__`` calls :meth:`_init_lease`. ``_value`` is ``None``
+    whenever the lock is not held. :meth:`_holder` names the caller a grant
+    belongs to: the current ``threading.Thread`` object here (never its ident,
+    which a later thread may reuse), the ``asyncio.Task`` in :mod:`lockguide.aio`;
+    with ``owner="process"``, any thread or task of the acquiring process.
+    """
+
+    _key: str
+    _ttl_ms: int
+    _timeout_ms: float | None
+    _retry_delay_ms: tuple[float, float]
+    _usable_ms: float
+    _drift: tuple[float, float]
+    _clock: Clock
+    _value: str | None
+    _deadline: float
+    _pid: int
+    _owner: Owner
+    _owners: list[object]
+    _last_error: BaseException | None
+    _owner_kinds: tuple[str, ...] = ("thread", "process")
+
+    def _init_lease(
+        self,
+        key: object,
+        ttl_ms: object,
+        timeout_ms: object,
+        retry_delay_ms: object,
+        drift_factor: object,
+        drift_floor_ms: object,
+        clock: object,
+        owner: object,
+    ) -> None:
+        self._key = check_key(key)
+        self._ttl_ms = check_ttl_ms(ttl_ms)
+        self._timeout_ms = None if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
+        self._retry_delay_ms = check_delay_range(retry_delay_ms)
+        self._drift = check_drift(drift_factor, drift_floor_ms)
+        self._usable_ms = self._usable_for(self._ttl_ms)
+        self._clock = check_clock(clock)
+        if owner not in self._owner_kinds:
+            raise BadArgument(f"owner must be one of {self._owner_kinds}, got {owner!r}")
+        self._owner = owner  # type: ignore[assignment]
+        self._value, self._deadline, self._pid, self._owners = None, 0.0, 0, []
+        self._last_error = None
+
+    def _usable_for(self, ttl_ms: int) -> float:
+        """What a lease of ``ttl_ms`` leaves after the drift allowance (refused if nothing)."""
+        factor, floor = self._drift
+        usable = ttl_ms - (ttl_ms * factor + floor)
+        if usable <= 0:
+            raise BadArgument(
+                f"ttl_ms={ttl_ms} leaves no validity after the drift allowance "
+                f"({ttl_ms * factor + floor:.1f} ms): use a longer TTL"
+            )
+        return usable
+
+    @property
+    def key(self) -> str:
+        """The Redis key this lock uses (on a Redlock, the same key on every master)."""
+        return self._key
+
+    @property
+    def ttl_ms(self) -> int:
+        """The lease requested on every acquire, in milliseconds."""
+        return self._ttl_ms
+
+    @property
+    def value(self) -> str | None:
+        """This holder's random value while the lock is held, else ``None``."""
+        return self._value if self.held else None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object acquired the lock, in this process, and has not let it go.
+
+        This is the holder's *belief*: the lease may have expired meanwhile
+        (:meth:`validity_remaining_ms`). In a forked child it is ``False``.
+        """
+        return self._value is not None and self._pid == os.getpid()
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last transient error the most recent ``acquire`` retried past, if any."""
+        return self._last_error
+
+    def validity_remaining_ms(self) -> float:
+        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
+
+        The TTL, minus the time since just before the request that won (or last
+        extended) the lease, minus the drift allowance, on the lock's clock.
+        """
+        if not self.held:
+            return 0.0
+        return max(0.0, (self._deadline - self._clock()) * 1000.0)
+
+    def hand_over(self, to: object) -> None:
+        """Let ``to`` (a ``threading.Thread``; an ``asyncio.Task`` in ``lockguide.aio``) own it.
+
+        Only the current owner may hand the lock over; afterwards only ``to``
+        may release or extend it.
+        """
+        self._check_owner("hand over")
+        self._owners = [to]
+
+    def _holder(self) -> object:
+        """Who is calling: the current ``threading.Thread``."""
+        return threading.current_thread()
+
+    def _give_up_at(self, blocking: bool, timeout_ms: object) -> float | None:
+        """When this ``acquire`` stops trying, on the lock's clock (``None``: never)."""
+        if self.held:
+            raise AlreadyAcquired(self._key)
+        if timeout_ms is UNSET:
+            wait = self._timeout_ms if blocking else 0.0
+        elif not blocking:
+            raise BadArgument(
+                "acquire(blocking=False) makes exactly one try, so a timeout_ms means "
+                "nothing: pass one or the other"
+            )
+        else:
+            wait = None if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
+        self._last_error = None
+        return None if wait is None else self._clock() + wait / 1000.0
+
+    def _budget_s(self, request_s: float, give_up_at: float | None, first: bool) -> float:
+        """The most the next request may wait: its own timeout, capped to the time left."""
+        if give_up_at is None:
+            return request_s
+        left = give_up_at - self._clock()
+        return request_s if first and left <= 0 else max(0.0, min(request_s, left))
+
+    def _pause_s(self, draw: Callable[[float, float], float], give_up_at: float | None) -> float:
+        """The random pause before the next try, cut to the wait left (0: give up)."""
+        pause = draw(*self._retry_delay_ms) / 1000.0
+        if give_up_at is None:
+            return pause
+        return max(0.0, min(pause, give_up_at - self._clock()))
+
+    def _won(self, value: str, started: float) -> None:
+        """Record a grant: the value, the deadline, this process and the caller."""
+        self._value, self._pid = value, os.getpid()
+        self._deadline = started + self._usable_ms / 1000.0
+        self._owners = [] if self._owner == "process" else [self._holder()]
+
+    def _check_owner(self, action: str) -> str:
+        """The held value, if the caller may ``action`` the lock; else a typed error."""
+        value = self._value
+        if value is None or self._pid != os.getpid():
+            raise NotOwned(self._key, action)
+        if self._owners and not any(o is self._holder() for o in self._owners):
+            raise WrongOwner(self._key, action)
+        return value
+
+    def _allow(self, owner: object) -> None:
+        """Let another thread (or task) extend and release this lease (the watchdog's)."""
+        if self._owners:
+            self._owners.append(owner)
+
+    def _forget(self, value: str) -> None:
+        """Not held any more, if ``value`` is still the grant (not a newer one)."""
+        if self._value == value:
+            self._value = None
+
+
+# -- one server: Lock and FencedLock ------------------------------------------------
+
+
+class ServerSteps(LeaseState):
+    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
+
+    Subclasses set ``_request_s`` (one request's timeout), ``_cluster`` and
+    ``_uniform`` (the random draw), and may override :meth:`_grant_command` and
+    :meth:`_granted` (``FencedLock`` draws its token there).
+    """
+
+    _request_s: float
+    _cluster: bool = False
+    _uniform: Callable[[float, float], float]
+
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
+        return None, ("SET", self._key, value, "NX", "PX", self._ttl_ms)
+
+    def _granted(self, reply: Any) -> bool:
+        return reply is not None and reply is not False
+
+    def _script(self, script: LuaScript, timeout_s: float, *args: Any) -> Steps[Any]:
+        command = script.command((self._key,), args)
+        return run_script(script, command, timeout_s, self._cluster)
+
+    def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
+        """Try (and retry until the deadline) ``SET NX``; ``True`` once granted in time.
+
+        An error a retry may fix is retried within the deadline and kept as
+        :attr:`last_error`; any other raises. Whatever interrupts a try (an
+        error, ``Ctrl-C``, a cancellation) deletes this try's value first.
+        """
+        give_up_at = self._give_up_at(blocking, timeout_ms)
+        first = True
+        while True:
+            value = new_lock_value()
+            started = self._clock()
+            budget = self._budget_s(self._request_s, give_up_at, first)
+            if budget <= 0:
+                return False
+            first = False
+            try:
+                script, command = self._grant_command(value)
+                granted = self._granted(
+                    (yield from run_script(script, command, budget, self._cluster))
+                )
+                if granted and self._clock() < started + self._usable_ms / 1000.0:
+                    self._won(value, started)
+                    return True
+            except Exception as error:
+                if not retryable(error):
+                    yield from self._discard(value, self._request_s)
+                    raise
+                # The SET may have been stored: delete it, unless the server let the whole
+                # budget pass unanswered and the deadline is gone too (then its TTL ends it).
+                self._last_error = error
+                waited = self._clock() - started
+                silent = isinstance(error, rx.TimeoutError) and waited >= 0.9 * budget
+                yield from self._discard(
+                    value,
+                    self._budget_s(self._request_s, give_up_at, False)
+                    if silent
+                    else self._request_s,
+                )
+            except BaseException:  # Ctrl-C, a cancellation: nothing may stay locked
+                yield from self._discard(value, self._request_s)
+                raise
+            else:
+                if granted:  # granted, but the reply took the whole lease: no use to anyone
+                    yield from self._discard(value, self._request_s)
+            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
+            if pause <= 0:
+                return False
+            yield Sleep(pause)
+
+    def _discard(self, value: str, timeout_s: float) -> Steps[None]:
+        """Best effort: delete ``value`` if it is the key's (the caller is giving up anyway)."""
+        if timeout_s > 0:
+            with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
+                yield from self._script(RELEASE, timeout_s, value)
+
+    def _release_steps(self) -> Steps[None]:
+        """Compare-and-delete. If Redis does not answer, the lock stays held: call again."""
+        value = self._check_owner("release")
+        deleted = yield from self._script(RELEASE, self._request_s, value)
+        self._forget(value)
+        if deleted != 1:
+            raise LockLost(self._key, "release")
+
+    def _extend_steps(self, ttl_ms: int | None) -> Steps[None]:
+        """Compare-and-pexpire; the new lease counts from just before the request."""
+        new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
+        usable_ms = self._usable_for(new_ttl)
+        value = self._check_owner("extend")
+        started = self._clock()
+        if (yield from self._script(EXTEND, self._request_s, value, new_ttl)) != 1:
+            self._forget(value)
+            raise LockLost(self._key, "extend")
+        if self._value == value:  # not released and re-acquired meanwhile
+            self._deadline = started + usable_ms / 1000.0
+
+    def _not_acquired(self) -> NotAcquired:
+        waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+        error = NotAcquired(self._key, waited)
+        error.__cause__ = self._last_error
+        return error
+
+
+def note_failed_release(exc: BaseException, key: str, error: BaseException) -> None:
+    """Add a failed release to the body's exception, which stays the one raised."""
+    exc.add_note(f"lockguide: releasing {key!r} on the way out also failed: {error}")
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+class LockError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class BadArgument(LockError, ValueError):
+    """An argument that cannot work (an empty key, a negative TTL), refused before any request."""
+
+
+class BadArgumentType(BadArgument, TypeError):
+    """An argument of the wrong type (a TTL of ``1.5`` or ``"30s"``); also a ``TypeError``."""
+
+
+class NotAcquired(LockError):
+    """``with lock:`` did not get the lock (:meth:`Lock.acquire` returns ``False``)."""
+
+    def __init__(self, key: str, waited_ms: float) -> None:
+        self.key, self.waited_ms = key, waited_ms
+        super().__init__(
+            f"lock {key!r} is held by another owner; gave up after {waited_ms:.0f} ms. "
+            "The protected work did not run: retry later or wait longer (timeout_ms)."
+        )
+
+
+class NotOwned(LockError):
+    """Release or extend by a lock object that does not hold the lock: a bug in the caller."""
+
+    _message = (
+        "cannot {action} lock {key!r}: this Lock object does not hold it "
+        "(never acquired, or already released). Check the acquire/release pairing."
+    )
+
+    def __init__(self, key: str, action: str) -> None:
+        self.key = key
+        super().__init__(self._message.format(key=key, action=action))
+
+
+class WrongOwner(NotOwned):
+    """Release or extend from a thread or task that did not acquire (the lock's watchdog may)."""
+
+    _message = (
+        "cannot {action} lock {key!r} from this thread or task: another one acquired it, "
+        "and only that thread or asyncio task may release or extend it. Give each thread "
+        "or task its own lock object."
+    )
+
+
+class LockLost(NotOwned):
+    """The lease expired: Redis no longer has this holder's value. Nothing was changed."""
+
+    _message = (
+        "cannot {action} lock {key!r}: its lease expired and the key is gone or "
+        "held by someone else. Work done after the deadline may have overlapped "
+        "another holder; only a fencing check at the resource can refuse it."
+    )
+
+
+class AlreadyAcquired(LockError):
+    """``acquire`` on a lock object that already holds the lock; locks are not re-entrant."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"this Lock object already holds {key!r}; locks are not re-entrant. "
+            "Release it first, or create a separate Lock for a separate holder."
+        )
+
+
+class StaleToken(LockError):
+    """A fenced resource refused a write: it already accepted a token at least as high.
+
+    This holder's lease expired, perhaps in a pause it never noticed: do not retry it.
+    """
+
+    def __init__(self, resource: str, token: int, highest: int) -> None:
+        self.resource, self.token, self.highest = resource, token, highest
+        super().__init__(
+            f"write to {resource!r} with fencing token {token} refused: it has already "
+            f"accepted token {highest}. A newer lock holder exists; this write must not "
+            "happen. Acquire the lock again for a fresh token if the work is still needed."
+        )
+
+
+class VersionConflict(LockError):
+    """An optimistic update gave up: another writer changed the version before every attempt."""
+
+    def __init__(self, key: str, attempts: int) -> None:
+        self.key, self.attempts = key, attempts
+        super().__init__(
+            f"update of {key!r} gave up after {attempts} attempt(s): another writer "
+            "changed the version each time. Nothing was written by the last attempt; "
+            "retry later or allow more retries."
+        )
+
+
+class RenewalFailed(LockLost):
+    """The watchdog found the key lost, or could not reach Redis in time, and stopped renewing."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key, self.reason = key, reason
+        LockError.__init__(
+            self,
+            f"lease on {key!r} was not renewed: {reason}. The lock may be held by "
+            "someone else now; do not write to the resource, and treat work done "
+            "since the last successful renewal as suspect.",
+        )
+
+
+class MasterError(LockError):
+    """A Redlock master answered with an error no retry can fix (credentials, permissions).
+
+    It stopped at once, releasing what it was granted; ``error`` (also ``__cause__``) is redis-py's.
+    """
+
+    def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
+        self.key, self.master, self.error = key, master, error
+        super().__init__(
+            f"lock {key!r}: masters[{master}] ({address}) answered {type(error).__name__}: "
+            f"{error}. No retry can fix that: correct the master's configuration or the "
+            "client's credentials."
+        )
+
+
+class NoQuorum(NotAcquired):
+    """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
+
+    The counts are the last try's (``failed``: an error or no answer within the per-node
+    timeout). Whatever was granted has been released on every master.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        waited_ms: float,
+        *,
+        granted: int,
+        refused: int,
+        failed: int,
+        needed: int,
+        causes: tuple[str, ...] = (),
+    ) -> None:
+        self.key, self.waited_ms, self.causes = key, waited_ms, causes
+        self.granted, self.refused, self.failed, self.needed = granted, refused, failed, needed
+        why = f" ({'; '.join(causes)})" if causes else ""
+        LockError.__init__(
+            self,
+            f"lock {key!r}: no majority after {waited_ms:.0f} ms (last try: {granted} granted, "
+            f"{refused} refused, {failed} failed or did not answer{why}; {needed} needed, with "
+            "validity left). The protected work did not run: retry later, wait longer "
+            "(timeout_ms), or bring the failed masters back.",
+        )
+
+
+class MajorityLost(LockLost):
+    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value.
+
+    From :meth:`Redlock.release` or :meth:`Redlock.extend`; others' masters were left untouched.
+    """
+
+    def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
+        self.key, self.confirmed, self.needed, self.masters = key, confirmed, needed, masters
+        LockError.__init__(
+            self,
+            f"cannot {action} lock {key!r}: only {confirmed} of {masters} masters still held "
+            f"this holder's value ({needed} needed). The lease expired, a master lost the key, "
+            "or masters did not answer; another client may hold the lock. Work done under it "
+            "may have overlapped another holder: only a fencing check at the resource can "
+            "refuse it.",
+        )
+
+
+class ExtensionLimitReached(LockError):
+    """A Redlock was extended ``max_extensions`` times already (a bound against stuck holders)."""
+
+    def __init__(self, key: str, max_extensions: int) -> None:
+        self.key, self.max_extensions = key, max_extensions
+        super().__init__(
+            f"lock {key!r} has already been extended {max_extensions} times (max_extensions); "
+            "it stays held until its current validity runs out. Release it when the work is "
+            "done, or allow more extensions."
+        )
+
+
+class ClusterUnavailable(NotAcquired):
+    """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
+
+    From ``acquire``: nobody was granted the lock, since a cluster that cannot reach a
+    majority refuses everyone (safety over liveness). From ``release``: the lease may
+    still be there; it ends with its TTL or session, or retry. ``cause`` is the last error.
+    """
+
+    def __init__(self, key: str, waited_ms: float, cause: str) -> None:
+        self.key, self.waited_ms, self.cause = key, waited_ms, cause
+        LockError.__init__(
+            self,
+            f"lock {key!r}: the cluster did not answer within {waited_ms:.0f} ms "
+            f"(last error: {cause}). A majority of its members may be down, or this client "
+            "cut off from them; nothing was granted. Retry later, or bring the members back.",
+        )
