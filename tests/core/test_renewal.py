@@ -23,9 +23,11 @@ from lockguide import (
     LockLost,
     NotAcquired,
     NotOwned,
+    Redlock,
     RenewalFailed,
     Watchdog,
 )
+from tests.support import Backend
 
 KEY = "lock:report"
 
@@ -284,3 +286,34 @@ def test_only_a_held_lock_can_be_watched_and_only_once(
     dog.release()
     with pytest.raises((NotOwned, LockLost)):
         lock.release()
+
+
+# -- renewing until released; a Redlock too -------------------------------------------
+
+
+def test_by_default_the_watchdog_renews_until_the_holder_releases(
+    r: redis.Redis, dogs: list[Watchdog]
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=120)
+    dog = Watchdog(lock, every_ms=15)
+    dogs.append(dog)
+    with dog:
+        assert wait_until(lambda: dog.renewals >= 15, 10.0), "past the old bound of 10 renewals"
+        assert not dog.lost
+        assert r.get(KEY) == (lock.value or "").encode()
+    assert r.exists(KEY) == 0
+
+
+def test_the_watchdog_renews_a_redlock_on_a_majority(
+    backend: Backend, dogs: list[Watchdog]
+) -> None:
+    masters = backend.masters()
+    lock = Redlock(masters, KEY, ttl_ms=300, node_timeout_ms=100)
+    dog = Watchdog(lock, every_ms=60)
+    dogs.append(dog)
+    with dog:
+        assert wait_until(lambda: dog.renewals >= 4, 10.0), "the lease outlives its TTL"
+        assert not dog.lost
+        assert lock.validity_remaining_ms() > 0
+        assert sum(m.get(KEY) == (lock.value or "").encode() for m in masters) >= 3
+    assert not any(m.exists(KEY) for m in masters)
