@@ -24,9 +24,12 @@ LIBRARIES: tuple[str, ...] = (
     "lockguide-redlock",
     "lockguide-fenced",
     "redis-py",
+    "redis-py-asyncio",
     "pottery",
     "python-redis-lock",
     "redlock-py",
+    "redlock",
+    "aioredlock",
     "sherlock",
     "portalocker",
 )
