@@ -218,7 +218,6 @@ class AuditSession:
             raise NotRunnable("not applicable: the lock keeps no key on the servers")
         return names
 
-
     def acquire_matcher(
         self, links: Sequence[Link], adapter: Adapter, key: str, names: Sequence[bytes]
     ) -> Callable[[list[bytes]], bool]:
@@ -246,7 +245,10 @@ class AuditSession:
             return lambda c: len(c) > 1 and c[0].upper() == b"SET" and c[1] in wanted
         script = first[1]
         return lambda c: (
-            len(c) > 2 and c[0].upper() == verb and c[1] == script and any(a in wanted for a in c[2:])
+            len(c) > 2
+            and c[0].upper() == verb
+            and c[1] == script
+            and any(a in wanted for a in c[2:])
         )
 
 

@@ -97,7 +97,7 @@ class AioredlockAdapter:
 
     def __init__(self, servers: Sequence[Server]) -> None:
         peers_on_path()
-        import aioredlock  # installed apart: requirements/audit-peers.txt
+        import aioredlock  # type: ignore[import-not-found]  # installed apart: audit-peers.txt
 
         if any(server.address is None for server in servers):
             raise Unsupported("aioredis connects by address: it needs real servers")

@@ -35,6 +35,18 @@ class LockguideHolder:
             self.watchdog.start()
         return got
 
+    def acquire_default(self) -> bool:
+        got = self.lock.acquire()  # the constructor's timeout_ms, as the adapter leaves it
+        if got and self.renew:
+            return self.acquire_renewal_started()
+        return got
+
+    def acquire_renewal_started(self) -> bool:
+        assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
+        self.watchdog = Watchdog(self.lock)
+        self.watchdog.start()
+        return True
+
     def release(self) -> bool | None:
         watchdog, self.watchdog = self.watchdog, None
         if watchdog is not None:

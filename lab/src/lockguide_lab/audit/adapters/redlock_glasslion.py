@@ -93,7 +93,9 @@ class GlasslionAdapter:
         self.clients: list[redis.Redis] = [server.connect() for server in servers]
         self.factory = module.RedLockFactory(self.clients)
 
-    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> GlasslionHolder:
+    def holder(
+        self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False
+    ) -> GlasslionHolder:
         if renew:
             raise Unsupported("no automatic renewal")
         if ttl_ms == NO_EXPIRY:
