@@ -254,8 +254,8 @@ def render(reports: Sequence[Report]) -> str:
     add(
         "✅ kept; ❌ not kept; ⚠️ the hazard every lock with a timeout has (only a fencing "
         "token checked by the resource closes it); \N{EN DASH} does not apply; ○ not run "
-        "(the reason is in the run's output below). *must* rows make `lockguide-audit` exit 1 when they fail. "
-        "Passing every row makes an **efficiency** lock, never a correctness one."
+        "(the reason is in the run's output below). *must* rows make `lockguide-audit` exit 1 "
+        "when they fail. Passing every row makes an **efficiency** lock, never a correctness one."
     )
     add("")
     add("## Public claims, checked by the runs")
