@@ -25,7 +25,7 @@ class FencedAdapter(LockguideAdapter):
 
     def make_lock(self, key: str, ttl_ms: int) -> Lock:
         return FencedLock(
-            self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock
+            self.client, key, ttl_ms=ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock
         )
 
 

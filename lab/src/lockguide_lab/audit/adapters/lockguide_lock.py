@@ -29,23 +29,18 @@ class LockguideHolder:
             got = self.lock.acquire(timeout_ms=wait_ms)
         else:
             got = self.lock.acquire(blocking=False)
+        return self._renewed(got)
+
+    def acquire_default(self) -> bool:
+        # The constructor's timeout_ms, left at lockguide's default by the adapter.
+        return self._renewed(self.lock.acquire())
+
+    def _renewed(self, got: bool) -> bool:
         if got and self.renew:
             assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
             self.watchdog = Watchdog(self.lock)
             self.watchdog.start()
         return got
-
-    def acquire_default(self) -> bool:
-        got = self.lock.acquire()  # the constructor's timeout_ms, as the adapter leaves it
-        if got and self.renew:
-            return self.acquire_renewal_started()
-        return got
-
-    def acquire_renewal_started(self) -> bool:
-        assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
-        self.watchdog = Watchdog(self.lock)
-        self.watchdog.start()
-        return True
 
     def release(self) -> bool | None:
         watchdog, self.watchdog = self.watchdog, None
@@ -80,7 +75,9 @@ class LockguideAdapter:
         self.client: redis.Redis = servers[0].connect()
 
     def make_lock(self, key: str, ttl_ms: int) -> Lock:
-        return Lock(self.client, key, ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock)
+        return Lock(
+            self.client, key, ttl_ms=ttl_ms, retry_delay_ms=(20.0, 80.0), clock=process_clock
+        )
 
     def holder(
         self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False

@@ -50,7 +50,7 @@ class RedlockAdapter:
     def make_lock(self, key: str, ttl_ms: int) -> Redlock:
         """The lock of one holder: the per-master timeout above, the process's clock."""
         return Redlock(
-            self.clients, key, ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=process_clock
+            self.clients, key, ttl_ms=ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=process_clock
         )
 
     def close(self) -> None:
