@@ -260,20 +260,21 @@ def render(reports: Sequence[Report]) -> str:
     add("")
     add("## Public claims, checked by the runs")
     add("")
-    add("| claim | the run | what it showed |")
+    add("| claim | the run | row |")
     add("| --- | --- | --- |")
+    titles = {check.id: check.title for check in CHECKS}
     for fact in FACTS:
         report = by_adapter.get(BUILTIN[fact.library])
         if report is None:
             continue
         found = "confirmed" if fact.confirmed(report) else "**contradicted**"
-        add(f"| {fact.claim} | {found} | {_cell(report.row(fact.check).summary)} |")
+        add(f"| {fact.claim} | {found} | {_cell(titles[fact.check])} |")
     token_holders = [r for r in reports if r.row("fencing").status is Status.PASS]
     if token_holders:
         who = ", ".join(f"{r.name}" for r in token_holders)
-        add(f"| none of them issues fencing tokens | **contradicted**: {who} | tokens increase |")
+        add(f"| none of them issues fencing tokens | **contradicted**: {who} | fencing |")
     else:
-        add("| none of them issues fencing tokens | confirmed | no library handed out a token |")
+        add("| none of them issues fencing tokens | confirmed | fencing |")
     add("")
     add("## What the runs cannot show")
     add("")

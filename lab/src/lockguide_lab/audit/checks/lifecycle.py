@@ -54,6 +54,8 @@ def check_wait(session: AuditSession) -> Row:
     def wait() -> None:
         said, result, _ = describe_call(call)
         outcome.append((said, result, time.monotonic() - started))
+        if result is True:  # released by the thread that acquired (thread-owned locks)
+            b.release()
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
@@ -74,7 +76,6 @@ def check_wait(session: AuditSession) -> Row:
     waiter.join(5.0)
     if outcome and outcome[0][1] is True:
         with_a_gone = "it got the lock only when A released it"
-        b.release()
     elif outcome:
         with_a_gone = f"when A released, it {outcome[0][0]}"
     else:
