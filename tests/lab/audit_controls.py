@@ -42,7 +42,7 @@ return 0
 """
 DEFAULT_TTL_MS = 30_000
 #: How long a correct control's acquire with no arguments waits for a held lock.
-DEFAULT_WAIT_MS = 2_000
+DEFAULT_WAIT_MS = 500
 
 
 class NotHeld(Exception):

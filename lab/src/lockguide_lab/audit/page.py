@@ -165,7 +165,7 @@ def _what_to_use(reports: Sequence[Report]) -> list[str]:
     def status(check: str, wanted: Status) -> Callable[[Report], bool]:
         return lambda r: r.row(check).status is wanted
 
-    third = [r for r in reports if not r.name.startswith("lockguide")]
+    third = [r for r in reports if not r.name.startswith(("lockguide", "redis-py"))]
     forever = _names(third, status("wait", Status.FAIL))
     return [
         "**What to use.** For an efficiency lock on one Redis, redis-py's own `Lock` (or its "
