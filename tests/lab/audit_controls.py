@@ -14,6 +14,7 @@ import it as ``tests.lab.audit_controls:NAME``.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import os
 import random
@@ -705,3 +706,10 @@ def async_single(servers: Sequence[Server]) -> AsyncAdapter:
 
 def unshielded_release(servers: Sequence[Server]) -> AsyncAdapter:
     return AsyncAdapter(servers, UnshieldedAsyncLock)
+
+
+def unimportable(servers: Sequence[Server]) -> SingleAdapter:
+    """A lock whose import fails where it runs (as a library would on a Python it does not
+    support): the audit reports every row as an error naming what was raised."""
+    importlib.import_module("lockguide_lab.audit.no_such_module")
+    return SingleAdapter(servers, SingleLock)

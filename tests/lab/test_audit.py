@@ -381,6 +381,13 @@ def test_cli_refuses_a_target_it_cannot_load() -> None:
     assert "cannot load" in result.stderr
 
 
+def test_cli_says_an_asyncio_adapter_needs_real_servers() -> None:
+    result = run_cli("redis-py-asyncio", "--backend", "fake", "--brief")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot run on this backend" in result.stderr
+    assert "needs a real server's address" in result.stderr
+
+
 def test_fake_backend_reports_the_proxy_rows_as_not_run() -> None:
     report = audit("pottery", backend="fake", checks=["partial", "parallel", "retry", "drift"])
     got = statuses(report)

@@ -184,3 +184,14 @@ def test_the_new_rows_say_what_went_wrong(servers: list[Server]) -> None:
     cancel = run(servers, "unshielded_release").row("cancel")
     assert "never reached Redis" in cancel.summary
     assert "raised CancelledError" in cancel.summary
+
+
+def test_a_lock_that_cannot_start_gets_rows_that_say_why(servers: list[Server]) -> None:
+    report = audit_on(f"{CONTROLS}:unimportable", servers, backend="redis-server")
+    assert report.exit_code == 1  # a CI gate must not pass a lock that cannot even start
+    assert {row.status for row in report.rows} == {Status.ERROR}
+    for row in report.rows:
+        assert row.summary.startswith("cannot run on Python 3.")
+        assert "raised ModuleNotFoundError: No module named 'lockguide_lab.audit.no_such" in (
+            row.summary
+        )
