@@ -13,6 +13,8 @@ import it as ``tests.lab.audit_controls:NAME``.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import itertools
 import os
 import random
@@ -21,13 +23,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
+import redis.asyncio
 
 from lockguide_lab.audit import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
+from lockguide_lab.audit.adapters import LoopThread
 
 RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -38,6 +42,8 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[
 return 0
 """
 DEFAULT_TTL_MS = 30_000
+#: How long a correct control's acquire with no arguments waits for a held lock.
+DEFAULT_WAIT_MS = 500
 
 
 class NotHeld(Exception):
@@ -51,12 +57,15 @@ class SingleLock:
     """A correct single-instance lock; its clock is a class attribute."""
 
     clock = staticmethod(time.monotonic)
+    #: A forked child's release and extend raise instead of reaching Redis.
+    check_pid = True
 
     def __init__(self, client: redis.Redis, key: str, ttl_ms: int) -> None:
         self.client = client
         self.key = key
         self.ttl_ms = ttl_ms
         self.value: str | None = None
+        self.pid = os.getpid()
 
     def new_value(self) -> str:
         return secrets.token_hex(20)
@@ -70,18 +79,24 @@ class SingleLock:
             value = self.new_value()
             if self.try_once(value):
                 self.value = value
+                self.pid = os.getpid()
                 return True
             if self.clock() >= give_up:
                 return False
             time.sleep(random.uniform(0.02, 0.08))
 
+    def forked(self) -> bool:
+        return self.check_pid and os.getpid() != self.pid
+
     def release(self) -> None:
         value, self.value = self.value, None
-        if value is None or not self.client.eval(RELEASE, 1, self.key, value):
+        if value is None or self.forked() or not self.client.eval(RELEASE, 1, self.key, value):
             raise NotHeld(self.key)
 
     def extend(self, ttl_ms: int) -> None:
-        if self.value is None or not self.client.eval(EXTEND, 1, self.key, self.value, ttl_ms):
+        if self.value is None or self.forked():
+            raise NotHeld(self.key)
+        if not self.client.eval(EXTEND, 1, self.key, self.value, ttl_ms):
             raise NotHeld(self.key)
 
 
@@ -175,6 +190,9 @@ class SingleHolder:
             self.renewer = Renewer(self.lock, silent=self.silent)
         return got
 
+    def acquire_default(self) -> bool:
+        return self.acquire(DEFAULT_WAIT_MS)
+
     def release(self) -> bool | None:
         renewer, self.renewer = self.renewer, None
         if renewer is not None:
@@ -207,11 +225,13 @@ class SingleAdapter:
         *,
         renews: bool = False,
         silent: bool = False,
+        holder_class: type[SingleHolder] | None = None,
     ) -> None:
         self.name = f"control {lock_class.__name__}" + (" (renewing)" if renews else "")
         self.lock_class = lock_class
         self.renews = renews
         self.silent = silent
+        self.holder_class = holder_class or SingleHolder
         self.client: redis.Redis = servers[0].connect()
 
     def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> SingleHolder:
@@ -220,7 +240,7 @@ class SingleAdapter:
         if ttl_ms == NO_EXPIRY:
             raise Unsupported("every lock expires")
         ttl = DEFAULT_TTL_MS if ttl_ms == DEFAULT else int(ttl_ms)
-        return SingleHolder(self.lock_class(self.client, key, ttl), renew, self.silent)
+        return self.holder_class(self.lock_class(self.client, key, ttl), renew, self.silent)
 
     def close(self) -> None:
         self.client.close()
@@ -421,6 +441,9 @@ class RedlockHolder:
     def acquire(self, wait_ms: float = 0) -> bool:
         return self.lock.acquire(wait_ms)
 
+    def acquire_default(self) -> bool:
+        return self.lock.acquire(DEFAULT_WAIT_MS)
+
     def release(self) -> bool | None:
         self.lock.release()
         return None
@@ -502,3 +525,191 @@ def sequential(servers: Sequence[Server]) -> RedlockAdapter:
 
 def wall_clock_redlock(servers: Sequence[Server]) -> RedlockAdapter:
     return RedlockAdapter(servers, WallClockRedlock, "Redlock on the wall clock")
+
+
+# -- the rows about a hold's edges: the default wait, renewal after release, fork, cancel -------
+
+
+class WaitsForeverHolder(SingleHolder):
+    """Broken: the default acquire has no deadline (wait row)."""
+
+    def acquire_default(self) -> bool:
+        return self.lock.acquire(float("inf"))
+
+
+class LeakyRenewer(Renewer):
+    """Broken: renews with its own copy of the value, and nobody stops it at release."""
+
+    def __init__(self, lock: SingleLock, *, silent: bool = False) -> None:
+        assert lock.value is not None, "started on a held lock"
+        self.value: str = lock.value
+        super().__init__(lock, silent=silent)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lock.ttl_ms / 3000.0):
+            if not self.lock.client.eval(EXTEND, 1, self.lock.key, self.value, self.lock.ttl_ms):
+                self.lost = True
+                return
+
+    def stop(self) -> None:
+        pass  # broken: release leaves it running
+
+
+class LeakyRenewalHolder(SingleHolder):
+    def acquire(self, wait_ms: float = 0) -> bool:
+        got = self.lock.acquire(wait_ms)
+        if got and self.renew:
+            self.renewer = LeakyRenewer(self.lock)
+        return got
+
+
+class ForkUnawareLock(SingleLock):
+    """Broken: a forked child's release deletes the parent's lock (fork row)."""
+
+    check_pid = False
+
+
+def waits_forever(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, SingleLock, holder_class=WaitsForeverHolder)
+
+
+def renews_after_release(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, SingleLock, renews=True, holder_class=LeakyRenewalHolder)
+
+
+def fork_unaware(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, ForkUnawareLock, renews=True)
+
+
+class AsyncSingleLock:
+    """A correct asyncio lock (redis.asyncio): its release is one script, shielded, so a
+    cancellation cannot stop it half-way."""
+
+    def __init__(self, client: redis.asyncio.Redis, key: str, ttl_ms: int) -> None:
+        self.client = client
+        self.key = key
+        self.ttl_ms = ttl_ms
+        self.value: str | None = None
+
+    async def acquire(self, wait_ms: float = 0) -> bool:
+        give_up = time.monotonic() + wait_ms / 1000.0
+        while True:
+            value = secrets.token_hex(20)
+            if await self.client.set(self.key, value, nx=True, px=self.ttl_ms):
+                self.value = value
+                return True
+            if time.monotonic() >= give_up:
+                return False
+            await asyncio.sleep(random.uniform(0.02, 0.08))
+
+    async def _release(self, value: str) -> None:
+        if not await self.client.eval(RELEASE, 1, self.key, value):
+            raise NotHeld(self.key)
+
+    async def release(self) -> None:
+        value, self.value = self.value, None
+        if value is None:
+            raise NotHeld(self.key)
+        await asyncio.shield(self._release(value))
+
+    async def extend(self, ttl_ms: int) -> None:
+        if self.value is None or not await self.client.eval(
+            EXTEND, 1, self.key, self.value, ttl_ms
+        ):
+            raise NotHeld(self.key)
+
+
+class UnshieldedAsyncLock(AsyncSingleLock):
+    """Broken: keeps a heartbeat task while held and, at release, stops it and waits for it
+    before it sends the release script, unshielded (as aioredlock stops its watchdog): a
+    cancellation that lands in that wait means the script is never sent (cancel row)."""
+
+    heartbeat: asyncio.Future[None] | None = None
+
+    async def acquire(self, wait_ms: float = 0) -> bool:
+        got = await super().acquire(wait_ms)
+        if got:
+            self.heartbeat = asyncio.ensure_future(asyncio.sleep(3600))
+        return got
+
+    async def release(self) -> None:
+        value, self.value = self.value, None
+        if value is None:
+            raise NotHeld(self.key)
+        heartbeat, self.heartbeat = self.heartbeat, None
+        if heartbeat is not None:
+            heartbeat.cancel()
+            await asyncio.wait([heartbeat])
+        await self._release(value)
+
+
+class AsyncHolder:
+    def __init__(self, adapter: AsyncAdapter, lock: AsyncSingleLock) -> None:
+        self.adapter = adapter
+        self.lock = lock
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        return self.adapter.loops.run(self.lock.acquire(wait_ms))
+
+    def acquire_default(self) -> bool:
+        return self.adapter.loops.run(self.lock.acquire(DEFAULT_WAIT_MS))
+
+    def release(self) -> bool | None:
+        self.adapter.loops.run(self.lock.release())
+        return None
+
+    def release_async(self) -> Awaitable[None]:
+        return self.lock.release()
+
+    def extend(self, ttl_ms: int) -> bool | None:
+        self.adapter.loops.run(self.lock.extend(ttl_ms))
+        return None
+
+    def token(self) -> int | None:
+        return None
+
+    def lost(self) -> bool | None:
+        return None
+
+
+class AsyncAdapter:
+    version = "control"
+    multi_master = False
+    ttl_required = False
+    asyncio = True
+
+    def __init__(self, servers: Sequence[Server], lock_class: type[AsyncSingleLock]) -> None:
+        address = servers[0].address
+        if address is None:
+            raise Unsupported("an asyncio client needs a real server's address")
+        self.name = f"control {lock_class.__name__}"
+        self.lock_class = lock_class
+        self.loops = LoopThread()
+        self.loop = self.loops.loop
+        self.client = redis.asyncio.Redis(host=address[0], port=address[1], socket_timeout=5.0)
+
+    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> AsyncHolder:
+        if renew:
+            raise Unsupported("no automatic renewal")
+        if ttl_ms == NO_EXPIRY:
+            raise Unsupported("every lock expires")
+        ttl = DEFAULT_TTL_MS if ttl_ms == DEFAULT else int(ttl_ms)
+        return AsyncHolder(self, self.lock_class(self.client, key, ttl))
+
+    def close(self) -> None:
+        self.loops.close(self.client.aclose())
+
+
+def async_single(servers: Sequence[Server]) -> AsyncAdapter:
+    return AsyncAdapter(servers, AsyncSingleLock)
+
+
+def unshielded_release(servers: Sequence[Server]) -> AsyncAdapter:
+    return AsyncAdapter(servers, UnshieldedAsyncLock)
+
+
+def unimportable(servers: Sequence[Server]) -> SingleAdapter:
+    """A lock whose import fails where it runs (as a library would on a Python it does not
+    support): the audit reports every row as an error naming what was raised."""
+    importlib.import_module("lockguide_lab.audit.no_such_module")
+    return SingleAdapter(servers, SingleLock)

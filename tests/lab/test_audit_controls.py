@@ -45,7 +45,7 @@ def statuses(report: Report) -> dict[str, Status]:
 
 
 REDLOCKS = ["class_clock_redlock", "closure_clock_redlock", "instance_clock_redlock"]
-CORRECT = ["single", "fenced", "renewing", *REDLOCKS]
+CORRECT = ["single", "fenced", "renewing", "async_single", *REDLOCKS]
 
 
 @pytest.mark.parametrize("name", CORRECT)
@@ -101,6 +101,10 @@ BROKEN = [
     ("fixed_retry", "class_clock_redlock", "retry"),
     ("sequential", "class_clock_redlock", "parallel"),
     ("wall_clock_redlock", "class_clock_redlock", "monotonic"),
+    ("waits_forever", "single", "wait"),
+    ("renews_after_release", "renewing", "renewal-stops"),
+    ("fork_unaware", "renewing", "fork"),
+    ("unshielded_release", "async_single", "cancel"),
 ]
 
 
@@ -155,3 +159,39 @@ def test_the_pause_must_come_before_the_grant_reaches_the_holder(
     )
     assert report.row("drift").status in (Status.FAIL, Status.ERROR), report.row("drift")
     assert report.exit_code == 1
+
+
+def test_the_correct_controls_pass_the_rows_about_a_holds_edges(servers: list[Server]) -> None:
+    """The rows the broken variants fail are passed, not skipped, by their siblings."""
+    for name in ("single", "renewing", "async_single"):
+        assert run(servers, name).row("wait").status is Status.PASS, name
+    renewing = run(servers, "renewing")
+    assert renewing.row("renewal-stops").status is Status.PASS
+    assert renewing.row("fork").status is Status.PASS
+    assert "raised NotHeld" in renewing.row("fork").summary  # refused in the child, nothing sent
+    assert run(servers, "async_single").row("cancel").status is Status.PASS
+    assert run(servers, "single").row("cancel").status is Status.NA  # no task to cancel
+
+
+def test_the_new_rows_say_what_went_wrong(servers: list[Server]) -> None:
+    wait = run(servers, "waits_forever").row("wait")
+    assert "still waiting after 12 s" in wait.summary
+    assert "only when A released" in wait.summary
+    stops = run(servers, "renews_after_release").row("renewal-stops")
+    assert "more command(s) on the key" in stops.summary
+    fork = run(servers, "fork_unaware").row("fork")
+    assert "deleted the lock its parent still held" in fork.summary
+    cancel = run(servers, "unshielded_release").row("cancel")
+    assert "never reached Redis" in cancel.summary
+    assert "raised CancelledError" in cancel.summary
+
+
+def test_a_lock_that_cannot_start_gets_rows_that_say_why(servers: list[Server]) -> None:
+    report = audit_on(f"{CONTROLS}:unimportable", servers, backend="redis-server")
+    assert report.exit_code == 1  # a CI gate must not pass a lock that cannot even start
+    assert {row.status for row in report.rows} == {Status.ERROR}
+    for row in report.rows:
+        assert row.summary.startswith("cannot run on Python 3.")
+        assert "raised ModuleNotFoundError: No module named 'lockguide_lab.audit.no_such" in (
+            row.summary
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lockguide_lab.audit.adapter import Unsupported
 from lockguide_lab.audit.report import CHECKS
 from lockguide_lab.audit.run import BUILTIN, audit
 from lockguide_lab.testbed.process import ServerUnavailable
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         report = audit(args.target, backend=args.backend, masters=args.masters, checks=args.check)
     except ServerUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Unsupported as error:
+        print(f"error: {args.target} cannot run on this backend: {error}", file=sys.stderr)
         return 2
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         print(f"error: cannot load {args.target!r}: {error}", file=sys.stderr)

@@ -72,6 +72,13 @@ class Holder(Protocol):
 
     The audit creates several holders for the same key to play clients A,
     B and C of the guide's stories.
+
+    Optional members (the rows that need them are "not run" without):
+
+    * ``acquire_default() -> bool``: the library's acquire called with no
+      arguments at all, whatever it waits (the wait row);
+    * ``release_async()``: for an asyncio lock, the release coroutine itself,
+      not yet awaited (the cancel row cancels it on the adapter's ``loop``).
     """
 
     def acquire(self, wait_ms: float = 0) -> bool:
@@ -113,6 +120,9 @@ class Adapter(Protocol):
             server; ``False`` for a single-instance lock (``servers[0]``).
         ttl_required: ``True`` when the library has no default lease because
             the TTL is a required argument; the audit then passes its own.
+
+    An asyncio lock's adapter also sets ``asyncio = True`` and ``loop``, the
+    running event loop (in a thread of its own) its holders use.
     """
 
     name: str

@@ -35,6 +35,8 @@ class HolderProcess:
         key: str,
         ttl_ms: TtlSpec,
         servers: Sequence[Server] | None = None,
+        *,
+        renew: bool = False,
     ) -> None:
         if session.factory_spec is None:
             raise NotRunnable(
@@ -49,6 +51,7 @@ class HolderProcess:
             ],
             "key": key,
             "ttl_ms": ttl_ms,
+            "renew": renew,
         }
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from lockguide_lab.audit.report import CHECKS, Report, Status
 from lockguide_lab.audit.run import BUILTIN, audit_on, started
 
-__all__ = ["FACTS", "LIBRARIES", "MASTERS", "RELEASED", "Fact", "render", "run_all"]
+__all__ = ["FACTS", "LIBRARIES", "MASTERS", "NOTES", "RELEASED", "Fact", "render", "run_all"]
 
 #: The libraries on the page, in column order (built-in adapter names).
 LIBRARIES: tuple[str, ...] = (
@@ -24,18 +24,24 @@ LIBRARIES: tuple[str, ...] = (
     "lockguide-redlock",
     "lockguide-fenced",
     "redis-py",
+    "redis-py-asyncio",
     "pottery",
     "python-redis-lock",
     "redlock-py",
+    "redlock",
+    "aioredlock",
     "sherlock",
     "portalocker",
 )
 MASTERS = 5
 
 #: The last release of each library on PyPI (upload date of the audited version's files),
-#: checked by hand; see docs/libraries-notes.md. Update with the version.
+#: checked by hand (the page's notes say how). Update with the version.
 RELEASED: dict[str, str] = {
     "redis-py": "2026-07-30",
+    "redis-py-asyncio": "2026-07-30",
+    "redlock": "2015-12",
+    "aioredlock": "2022-02",
     "pottery": "2025-03-21",
     "python-redis-lock": "2026-04-08",
     "redlock-py": "2016-03-08",
@@ -136,6 +142,76 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _names(reports: Sequence[Report], keep: Callable[[Report], bool]) -> str:
+    found = [r.name for r in reports if keep(r)]
+    if not found:
+        return "none"
+    if len(found) == 1:
+        return found[0]
+    return ", ".join(found[:-1]) + " and " + found[-1]
+
+
+def _redlock_clean(report: Report) -> bool:
+    return report.multi_master and all(
+        row.status in (Status.PASS, Status.NOT_RUN)
+        for row in report.rows
+        if row.id in ("parallel", "partial", "retry", "drift", "monotonic")
+    )
+
+
+def _what_to_use(reports: Sequence[Report]) -> list[str]:
+    """The advice, with every library list computed from the rows it rests on."""
+
+    def status(check: str, wanted: Status) -> Callable[[Report], bool]:
+        return lambda r: r.row(check).status is wanted
+
+    third = [r for r in reports if not r.name.startswith(("lockguide", "redis-py"))]
+    forever = _names(third, status("wait", Status.FAIL))
+    return [
+        "**What to use.** For an efficiency lock on one Redis, redis-py's own `Lock` (or its "
+        "asyncio twin) is sound once you pass `timeout=`, because its default lock has no TTL "
+        "and a crashed holder keeps it for ever, and `blocking_timeout=`, because its default "
+        "acquire has no deadline either (of the other libraries, the same holds for "
+        f"{forever}). Its `uuid1` value is unique, which is all the Redis documentation asks. "
+        "Of the Redlock libraries, "
+        f"{_names(reports, _redlock_clean)} kept every Redlock rule the audit runs. Renewal "
+        "is where the libraries differ most: see the renewal and fork rows before you rely on "
+        "a watchdog. For correctness no column is enough: the resource must check a fencing "
+        "token ([checklist C-8](checklist.md#c-8), [fencing](correct/fencing.md)).",
+    ]
+
+
+#: Hand-checked notes: what the runs cannot show. Each says how it was checked.
+NOTES: tuple[str, ...] = (
+    "*Last release* is the upload date of the audited version on PyPI (checked by hand in "
+    "November 2026; `redlock` and `aioredlock` to the month, from the package index). "
+    "redlock-py and redlock have had no release since 2016 and 2015.",
+    "`redlock` shares its import name with redlock-py, and aioredlock needs aioredis 1.x, "
+    "which would bring in `hiredis` and change redis-py's parser for every other test; both "
+    "are installed apart (`requirements/audit-peers.txt`). aioredlock imports `distutils`, "
+    "which Python 3.12 removed from the standard library; it runs on 3.11, the only Python "
+    "here, and was not run on 3.12.",
+    "On the error path of the *partial* row, redlock-py's `lock()` raises before its unlock "
+    "loop, so the caller never learns the value it would need to release the keys; redlock "
+    "lets the master's error escape the same way. pottery, aioredlock and lockguide count "
+    "the error as a failed vote.",
+    "python-redis-lock's renewal thread dies with `NotAcquired` when an extension fails; the "
+    "holder hears of it only when its `release()` raises, after the work it should have "
+    "stopped, so the row says *late* and fails.",
+    "redis-py's `uuid1` value (a timestamp, the MAC address, a clock sequence) is unique, the "
+    "Redis documentation's rule, but not unpredictable, the guide's stricter one: the value "
+    "proves ownership, and one another client can produce lets it release a lock it does not "
+    "hold. *Unique* is a must-have; *unpredictable* only reported.",
+    "The code read for these notes: redlock-py 1.0.8 `redlock/__init__.py`, redlock 1.2.0 "
+    "`redlock/lock.py`, pottery 3.0.1 `pottery/redlock.py`, python-redis-lock 4.0.1 "
+    "`redis_lock/__init__.py`, aioredlock 0.7.3 `aioredlock/algorithm.py`, redis-py 8.1.0 "
+    "`redis/lock.py`. See [Sources](sources.md).",
+)
+
+#: The marks in the table; n/a is a dash, so an empty cell costs the reader no words.
+_TABLE_MARK = {**_MARK, Status.NA: "\N{EN DASH}", Status.NOT_RUN: "○"}
+
+
 def render(reports: Sequence[Report]) -> str:
     """The Markdown page for these reports (deterministic)."""
     by_adapter = {r.adapter: r for r in reports}
@@ -150,110 +226,82 @@ def render(reports: Sequence[Report]) -> str:
     )
     add("")
     add(
-        "What each popular Python lock library does about each item of the "
-        "[pre-shipping checklist](#the-table), established by **running it**: every "
-        "cell below is the outcome of `lockguide-audit` against real "
-        f"`redis-server` processes ({MASTERS} independent masters for the Redlock-style "
-        "locks), not a reading of a README. The same audit runs on your own lock: "
-        "see [Audit your lock](audit.md)."
+        "What each Python lock library does, established by **running it**: every cell is "
+        "the outcome of [`lockguide-audit`](audit.md) against real `redis-server` processes "
+        f"({MASTERS} independent masters for the Redlock-style locks), not a reading of its "
+        "README. The *item* column names the [checklist](checklist.md) item a row tests; a "
+        "row with none tests the library, not the design."
     )
     add("")
+    for paragraph in _what_to_use(reports):
+        add(paragraph)
+        add("")
     add("## The table")
     add("")
-    header = ["check", "must"] + [f"{r.name} {r.version}" for r in reports]
+    header = ["row", "item", "must"] + [f"{r.name} {r.version}" for r in reports]
     add("| " + " | ".join(header) + " |")
-    add("| " + " | ".join(["---", ":-:"] + [":-:"] * len(reports)) + " |")
-    released = ["last release", ""] + [
+    add("| " + " | ".join(["---", "---", ":-:"] + [":-:"] * len(reports)) + " |")
+    released = ["last release", "", ""] + [
         RELEASED.get(names.get(r.adapter, ""), "not published") for r in reports
     ]
     add("| " + " | ".join(released) + " |")
     for check in CHECKS:
-        cells = [check.title, "yes" if check.must else ""]
-        cells += [_MARK[r.row(check.id).status] for r in reports]
+        items = ", ".join(f"[{i}](checklist.md#{i.lower()})" for i in check.items) or "\N{EN DASH}"
+        cells = [check.title, items, "yes" if check.must else ""]
+        cells += [_TABLE_MARK[r.row(check.id).status] for r in reports]
         add("| " + " | ".join(_cell(c) for c in cells) + " |")
     add("")
     add(
-        "✅ the run showed the rule is kept; ❌ the run showed it is not; ⚠️ a hazard "
-        "every lock with a timeout has (only fencing at the resource removes it); n/a the "
-        "item does not apply to this lock. *must* marks the items that make "
-        "`lockguide-audit` exit non-zero when they fail. *last release* is the upload date "
-        "of the audited version on PyPI, checked by hand."
-    )
-    add("")
-    add(
-        "The value rows keep two rules apart: the Redis documentation asks for a value "
-        "unique per acquisition (a must-have here), and the guide asks, by its own "
-        "stricter rule, for one no other client can produce (recommended). What the runs "
-        "do not show (the release dates and how they were checked, what the libraries' "
-        "code does on the error path, why a late report still fails) is in the hand-written "
-        "[notes on these libraries](libraries-notes.md)."
-    )
-    add("")
-    add('!!! note "What a green column does not mean"')
-    add("")
-    add(
-        "    Passing every row makes a lock a sound **efficiency** lock. No row can make a "
-        "timeout lock safe for **correctness** on its own: the pause row is a warning for "
-        "every one of them, and only a fencing token that the protected resource checks "
-        "closes it."
+        "✅ kept; ❌ not kept; ⚠️ the hazard every lock with a timeout has (only a fencing "
+        "token checked by the resource closes it); \N{EN DASH} does not apply; ○ not run "
+        "(the reason is in the run's output below). *must* rows make `lockguide-audit` exit 1 "
+        "when they fail. Passing every row makes an **efficiency** lock, never a correctness one."
     )
     add("")
     add("## Public claims, checked by the runs")
     add("")
-    add("Claims found in the literature about these libraries, and what the runs said:")
-    add("")
     add("| claim | the run | row |")
     add("| --- | --- | --- |")
+    titles = {check.id: check.title for check in CHECKS}
     for fact in FACTS:
         report = by_adapter.get(BUILTIN[fact.library])
         if report is None:
             continue
         found = "confirmed" if fact.confirmed(report) else "**contradicted**"
-        add(f"| {fact.claim} | {found} | {_cell(report.row(fact.check).summary)} |")
+        add(f"| {fact.claim} | {found} | {_cell(titles[fact.check])} |")
     token_holders = [r for r in reports if r.row("fencing").status is Status.PASS]
     if token_holders:
-        who = ", ".join(f"{r.name} {r.version}" for r in token_holders)
-        add(
-            f"| none of them issues fencing tokens | **contradicted**: {who} | "
-            f"{_cell(token_holders[0].row('fencing').summary)} |"
-        )
+        who = ", ".join(f"{r.name}" for r in token_holders)
+        add(f"| none of them issues fencing tokens | **contradicted**: {who} | fencing |")
     else:
-        add("| none of them issues fencing tokens | confirmed | no library handed out a token |")
+        add("| none of them issues fencing tokens | confirmed | fencing |")
     add("")
-    add("## What each run found")
+    add("## What the runs cannot show")
     add("")
-    for check in CHECKS:
-        add(f"### {check.title[0].upper()}{check.title[1:]}")
+    for note in NOTES:
+        add(f"- {note}")
+    add("")
+    add('??? info "What each run printed (`lockguide-audit NAME --brief`)"')
+    add("")
+    for r in reports:
+        add(f"    `{names.get(r.adapter, r.adapter)}`:")
         add("")
-        for r in reports:
-            row = r.row(check.id)
-            add(f"- **{r.name}** ({_MARK[row.status]}): {row.summary}")
+        add("    ```text")
+        for line in r.text(details=False).splitlines():
+            add(f"    {line}".rstrip())
+        add("    ```")
         add("")
     add("## How the rows are run")
     add("")
     add(
-        "Each library is driven through a small adapter in "
-        "`lab/src/lockguide_lab/audit/adapters/`, which translates the audit's acquire / release / "
-        "extend / token calls into the library's own API with its defaults. The audit "
-        "watches the servers, not the library's claims; [Audit your lock](audit.md) "
-        "explains each check and its heuristics. Library options the adapters set: "
-        "portalocker runs with `fencing=True` (its opt-in tokens) and "
-        "`interrupt_on_lost=False`; lockguide's `Redlock` waits 90 ms for each master "
-        "instead of its default 50 ms, because the parallel-acquisition check delays "
-        "every request by 30 ms and a network that slow calls for a longer per-master "
-        "timeout; lockguide's `Lock` and `FencedLock` run under its `Watchdog` when the "
-        "renewal row asks for automatic renewal."
+        "Each library is driven through an adapter in `lab/src/lockguide_lab/audit/adapters/` "
+        "that calls its own API with its defaults; [Audit your lock](audit.md) explains each "
+        "check. Options the adapters set: portalocker `fencing=True` and "
+        "`interrupt_on_lost=False`; lockguide's `Redlock` a 90 ms per-master timeout (the "
+        "parallel row delays each request by 30 ms); lockguide's `Lock` and `FencedLock` run "
+        "under its `Watchdog` when a row asks for renewal; aioredlock gets one lock manager "
+        "per holder, as separate processes would have. Regenerate after an upgrade with "
+        "`.venv/bin/python tools/regenerate_libraries_page.py`."
     )
-    add("")
-    add("To regenerate this page after upgrading a library:")
-    add("")
-    add("```sh")
-    add(".venv/bin/python tools/regenerate_libraries_page.py")
-    add("```")
-    add("")
-    add("Versions audited:")
-    add("")
-    for r in reports:
-        add(f"- {r.name} {r.version} (`{names.get(r.adapter, r.adapter)}`)")
     add("")
     return "\n".join(out)

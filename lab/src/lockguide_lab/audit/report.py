@@ -27,31 +27,36 @@ class Status(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Check:
-    """One item of the checklist."""
+    """One row of the audit, and the checklist items (``C-n`` in docs/checklist.md) it tests."""
 
     id: str
     title: str
     must: bool
     redlock_only: bool = False
+    items: tuple[str, ...] = ()
 
 
-#: The checklist, in report order. ``must`` items decide the exit status.
+#: The audit's rows, in report order. ``must`` rows decide the exit status.
 CHECKS: tuple[Check, ...] = (
     # The Redis docs ask for a unique value; unpredictable is the guide's own, stricter
     # rule (a value another client can produce lets it release a lock it does not hold).
-    Check("unique", "unique value (the Redis docs' rule)", must=True),
-    Check("unpredictable", "unpredictable value (the guide's own rule)", must=False),
-    Check("release", "release is compare-and-delete", must=True),
-    Check("ttl", "a TTL is set by default", must=True),
+    Check("unique", "unique value (the Redis docs' rule)", must=True, items=("C-3",)),
+    Check("unpredictable", "unpredictable value (the guide's own rule)", False, items=("C-3",)),
+    Check("release", "release is compare-and-delete", must=True, items=("C-3",)),
+    Check("ttl", "a TTL is set by default", must=True, items=("C-4",)),
     Check("exclusion", "a second holder is refused (every TTL mode)", must=True),
-    Check("pause", "a pause past the TTL leads to overlap", must=False),
-    Check("fencing", "fencing tokens offered", must=False),
-    Check("renewal", "renewal failure visible to the holder", must=True),
-    Check("parallel", "parallel acquisition", must=False, redlock_only=True),
-    Check("partial", "partial acquisitions released", must=True, redlock_only=True),
-    Check("retry", "randomised retry", must=True, redlock_only=True),
-    Check("drift", "drift accounted", must=True, redlock_only=True),
-    Check("monotonic", "elapsed time on a monotonic clock", must=False, redlock_only=True),
+    Check("pause", "a pause past the TTL leads to overlap", must=False, items=("C-8",)),
+    Check("fencing", "fencing tokens offered", must=False, items=("C-8", "C-9")),
+    Check("renewal", "renewal failure visible to the holder", must=True, items=("C-4", "C-6")),
+    Check("wait", "a default acquire gives up (no wait for ever)", must=False, items=("C-5",)),
+    Check("cancel", "a cancelled release still releases", must=False, items=("C-3",)),
+    Check("renewal-stops", "renewal stops at release", must=False, items=("C-4",)),
+    Check("fork", "a forked child cannot release the parent's lock", False, items=("C-3",)),
+    Check("parallel", "parallel acquisition", False, redlock_only=True, items=("C-17",)),
+    Check("partial", "partial acquisitions released", True, redlock_only=True, items=("C-17",)),
+    Check("retry", "randomised retry", must=True, redlock_only=True, items=("C-17",)),
+    Check("drift", "drift accounted", must=True, redlock_only=True, items=("C-18",)),
+    Check("monotonic", "elapsed time on a monotonic clock", False, True, items=("C-18",)),
 )
 CHECKS_BY_ID = {check.id: check for check in CHECKS}
 

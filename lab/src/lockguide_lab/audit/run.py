@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal
 
-from lockguide_lab.audit.adapter import AdapterFactory, Server
+from lockguide_lab.audit.adapter import AdapterFactory, Server, Unsupported
 from lockguide_lab.audit.checks import run_check
 from lockguide_lab.audit.report import CHECKS, Report, Row, Status
 from lockguide_lab.audit.servers import fake_servers, real_servers
@@ -20,9 +21,12 @@ BUILTIN: dict[str, str] = {
     "lockguide-redlock": "lockguide_lab.audit.adapters.lockguide_redlock:adapter",
     "lockguide-fenced": "lockguide_lab.audit.adapters.lockguide_fenced:adapter",
     "redis-py": "lockguide_lab.audit.adapters.redis_py:adapter",
+    "redis-py-asyncio": "lockguide_lab.audit.adapters.redis_py_asyncio:adapter",
     "pottery": "lockguide_lab.audit.adapters.pottery_redlock:adapter",
     "python-redis-lock": "lockguide_lab.audit.adapters.python_redis_lock:adapter",
     "redlock-py": "lockguide_lab.audit.adapters.redlock_py:adapter",
+    "redlock": "lockguide_lab.audit.adapters.redlock_glasslion:adapter",
+    "aioredlock": "lockguide_lab.audit.adapters.aioredlock_redlock:adapter",
     "sherlock": "lockguide_lab.audit.adapters.sherlock_redis:adapter",
     "portalocker": "lockguide_lab.audit.adapters.portalocker_redis:adapter",
     "broken": "lockguide_lab.audit.adapters.broken:adapter",
@@ -63,7 +67,12 @@ def audit_on(
     session = AuditSession(factory, servers, factory_spec=spec)
     try:
         session.flush()
-        probe = session.adapter()
+        try:
+            probe = session.adapter()
+        except Unsupported:
+            raise
+        except Exception as error:  # the library cannot even start here: say so, every row
+            return _cannot_run(spec or repr(target), error, backend, len(servers), wanted)
         name, version = probe.name, probe.version
         multi = probe.multi_master
         session.cleanup()
@@ -94,6 +103,22 @@ def audit_on(
         multi_master=multi,
         rows=rows,
     )
+
+
+def _cannot_run(
+    adapter: str, error: Exception, backend: str, masters: int, wanted: set[str] | None
+) -> Report:
+    """The report of a lock whose adapter could not be made: every row an error that
+    names what was raised (an import that fails on this Python, a missing dependency)."""
+    python = ".".join(str(n) for n in sys.version_info[:2])
+    said = f"cannot run on Python {python}: making it raised {type(error).__name__}: {error}"
+    rows = [
+        Row(check.id, check.title, check.must, Status.ERROR, said)
+        for check in CHECKS
+        if wanted is None or check.id in wanted
+    ]
+    module = adapter.partition(":")[0]
+    return Report(adapter, module, "?", backend, masters, False, rows)
 
 
 @contextlib.contextmanager

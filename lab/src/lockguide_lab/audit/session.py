@@ -218,6 +218,39 @@ class AuditSession:
             raise NotRunnable("not applicable: the lock keeps no key on the servers")
         return names
 
+    def acquire_matcher(
+        self, links: Sequence[Link], adapter: Adapter, key: str, names: Sequence[bytes]
+    ) -> Callable[[list[bytes]], bool]:
+        """What the lock's acquire sends to take the key, learnt from one uncontended acquire
+        through ``links``: a ``SET`` of one of ``names``, or (a lock that acquires with a
+        script, as aioredlock does) that same script (same ``EVALSHA`` digest or ``EVAL``
+        text) on one of ``names``. The release script, another digest, is never matched."""
+        wanted = set(names)
+        seen: list[list[bytes]] = []
+
+        def observe(command: list[bytes], _: float) -> None:
+            if any(arg in wanted for arg in command[1:]):
+                seen.append(command)
+
+        links[0].observers.append(observe)
+        try:
+            holder = self.holder(adapter, key, 10_000)
+            if holder.acquire(0):
+                holder.release()
+        finally:
+            links[0].observers.remove(observe)
+        first = seen[0] if seen else [b"SET"]
+        verb = first[0].upper()
+        if verb == b"SET" or len(first) < 2:
+            return lambda c: len(c) > 1 and c[0].upper() == b"SET" and c[1] in wanted
+        script = first[1]
+        return lambda c: (
+            len(c) > 2
+            and c[0].upper() == verb
+            and c[1] == script
+            and any(a in wanted for a in c[2:])
+        )
+
 
 OCCUPANT = b"audit-occupant"
 

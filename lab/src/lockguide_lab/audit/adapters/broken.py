@@ -50,6 +50,9 @@ class BrokenHolder:
     def acquire(self, wait_ms: float = 0) -> bool:
         return self.lock.acquire(wait_ms)
 
+    def acquire_default(self) -> bool:
+        return self.lock.acquire(float("inf"))  # waits as long as it takes
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

@@ -29,6 +29,13 @@ class LockguideHolder:
             got = self.lock.acquire(timeout_ms=wait_ms)
         else:
             got = self.lock.acquire(blocking=False)
+        return self._renewed(got)
+
+    def acquire_default(self) -> bool:
+        # The constructor's timeout_ms, left at lockguide's default by the adapter.
+        return self._renewed(self.lock.acquire())
+
+    def _renewed(self, got: bool) -> bool:
         if got and self.renew:
             assert isinstance(self.lock, Lock), "only a Lock is renewed by a Watchdog"
             self.watchdog = Watchdog(self.lock)

@@ -32,6 +32,13 @@ class PortalockerHolder:
             return False
         return True
 
+    def acquire_default(self) -> bool:
+        try:
+            self.lock.acquire()
+        except self.already_locked:
+            return False
+        return True
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

@@ -20,6 +20,9 @@ class PotteryHolder:
             return bool(self.lock.acquire(blocking=False))
         return bool(self.lock.acquire(blocking=True, timeout=wait_ms / 1000.0))
 
+    def acquire_default(self) -> bool:
+        return bool(self.lock.acquire())
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

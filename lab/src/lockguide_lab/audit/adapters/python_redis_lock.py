@@ -24,6 +24,9 @@ class PythonRedisLockHolder:
             timeout = min(timeout, self.expire)  # it refuses a timeout above expire
         return bool(self.lock.acquire(blocking=True, timeout=timeout))
 
+    def acquire_default(self) -> bool:
+        return bool(self.lock.acquire())
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

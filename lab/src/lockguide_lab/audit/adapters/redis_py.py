@@ -19,6 +19,9 @@ class RedisPyHolder:
             return bool(self.lock.acquire(blocking=False))
         return bool(self.lock.acquire(blocking=True, blocking_timeout=wait_ms / 1000.0))
 
+    def acquire_default(self) -> bool:
+        return bool(self.lock.acquire())
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

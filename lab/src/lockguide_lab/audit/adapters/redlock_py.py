@@ -27,6 +27,13 @@ class RedlockPyHolder:
         self.held = result
         return True
 
+    def acquire_default(self) -> bool:
+        result = self.adapter.manager().lock(self.key, self.ttl_ms)  # its 3 tries
+        if result is False:
+            return False
+        self.held = result
+        return True
+
     def release(self) -> bool | None:
         if self.held is None:
             raise RuntimeError("not acquired")

@@ -25,6 +25,12 @@ class SherlockHolder:
         except self.timeout_error:
             return False
 
+    def acquire_default(self) -> bool:
+        try:
+            return bool(self.lock.acquire())
+        except self.timeout_error:
+            return False
+
     def release(self) -> bool | None:
         self.lock.release()
         return None

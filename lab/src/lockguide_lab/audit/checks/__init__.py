@@ -20,6 +20,12 @@ from lockguide_lab.audit.checks.holding import (
     check_unique,
     check_unpredictable,
 )
+from lockguide_lab.audit.checks.lifecycle import (
+    check_cancel,
+    check_fork,
+    check_renewal_stops,
+    check_wait,
+)
 from lockguide_lab.audit.checks.pause import check_pause
 from lockguide_lab.audit.checks.redlock import check_parallel, check_partial, check_retry
 from lockguide_lab.audit.checks.renewal import check_renewal
@@ -39,6 +45,10 @@ CHECK_FUNCTIONS: dict[str, Callable[[AuditSession], Row]] = {
     "pause": check_pause,
     "fencing": check_fencing,
     "renewal": check_renewal,
+    "wait": check_wait,
+    "cancel": check_cancel,
+    "renewal-stops": check_renewal_stops,
+    "fork": check_fork,
     "parallel": check_parallel,
     "partial": check_partial,
     "retry": check_retry,

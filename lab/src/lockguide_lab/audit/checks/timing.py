@@ -119,11 +119,9 @@ def _acquire_in_a_jump(
     links, servers = session.linked()
     adapter = session.adapter(servers)
     names = session.lock_key_names(adapter, key)
+    is_set = session.acquire_matcher(links, adapter, key, names)
     clock = VirtualClock(flowing=True)
     gate = ReplyGate(clock, len(links), jump_ms / 1000.0)
-
-    def is_set(command: list[bytes]) -> bool:
-        return len(command) > 1 and command[0].upper() == b"SET" and command[1] in names
 
     for link in links:
         link.watch = is_set
@@ -158,9 +156,7 @@ def _acquire_after_a_pause(
     gate = None
     if pause_s is not None:
         gate = PauseGate(len(links), pause_s, replies_first=REPLIES_BEFORE_STOP)
-
-        def is_set(command: list[bytes]) -> bool:
-            return len(command) > 1 and command[0].upper() == b"SET" and command[1] in names
+        is_set = session.acquire_matcher(links, session.adapter(servers), key, names)
 
         for link in links:
             link.watch = is_set
