@@ -218,7 +218,7 @@ class Lock(Lease, ServerSteps):
             keyword-only. After this long Redis deletes the key whether or
             not the holder is done.
         timeout_ms: how long :meth:`acquire` keeps trying by default, every
-            request included (:data:`DEFAULT_TIMEOUT_MS`, 10 s); ``None``
+            request included (``lockguide.DEFAULT_TIMEOUT_MS``, 10 s); ``None``
             waits for ever.
         retry_delay_ms: the ``(low, high)`` range from which each pause between
             attempts is drawn at random, so competing clients do not retry in step.

@@ -350,7 +350,7 @@ class Redlock(RedlockSteps, Lease):
             from when its request was sent; it must leave validity in the TTL.
             A master that does not answer in time counts as "no".
         timeout_ms: how long :meth:`acquire` keeps trying by default
-            (:data:`DEFAULT_TIMEOUT_MS`, 10 s; ``None``: no limit). No new try
+            (``lockguide.DEFAULT_TIMEOUT_MS``, 10 s; ``None``: no limit). No new try
             starts after it.
         retry_delay_ms: the ``(low, high)`` range each pause between tries is
             drawn from. A fixed delay is refused: contenders that retry in step
