@@ -14,6 +14,6 @@ is the lab beside it, in three parts:
 It reaches ``lockguide`` through its public API (a lock's ``clock=`` and
 ``on_attempt=``, never a patched module); ``lockguide`` never imports it.
 
-Install it from a clone with ``pip install . ./lab`` (or, from an index, the
+Install it from a clone with ``pip install . ./lab`` (or, once both are published, the
 ``lab`` extra: ``pip install 'lockguide[lab]'``).
 """
