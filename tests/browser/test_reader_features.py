@@ -232,7 +232,7 @@ def test_code_blocks_copy_exactly_their_code_to_the_clipboard(desktop: Screen) -
 # (query, page under docs/ it must find). A page that should be found by a word a
 # reader would type goes here; an entry for a page that does not exist yet skips.
 SEARCH_FINDS = [
-    ("fencing", "single-instance.md"),
+    ("compare-and-delete", "single-instance.md"),
     ("fencing", "correct/fencing.md"),
     ("checklist", "checklist.md"),
     ("matrix", "matrix.md"),
