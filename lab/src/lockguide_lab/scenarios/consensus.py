@@ -47,6 +47,18 @@ scenarios, drawn by the same :mod:`~lockguide_lab.scenarios.plot`:
 The resource is a SQLite file both processes write: a plain ``UPDATE``
 (broken) or :class:`~lockguide.SqlFencedStore` (fixed), which takes the
 locks' tokens unchanged.
+
+Every run also records its history (:mod:`lockguide_lab.history`, on the
+timeline's clock): each write with the holder's token, around the call that
+reaches the resource, and the final read, on key ``"resource"``; the grants
+and releases on key ``"lock"``. A consensus lease has no end its holder knows
+when it is granted (keep-alives, or the session's heartbeats, extend it), so
+each grant is recorded as one operation when its lease ends, with the window it
+was held for: from the moment ``acquire`` returned to the holder's release
+request, or to the first moment the run saw the cluster had deleted the key
+(or the holder's ``check()`` found the lease lost), or to the end of the run.
+A refused acquire is recorded when it returns, with the window it asked for;
+a create whose reply never came, as an operation of unknown outcome.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -67,6 +80,8 @@ from typing import Any, ClassVar, Protocol
 
 from lockguide.errors import LockError
 from lockguide.fencing import SqlFencedStore
+from lockguide_lab.history.record import LEASE_KEY, RESOURCE_KEY, Pending
+from lockguide_lab.history.record import Recorder as History
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
 from lockguide_lab.testbed.consensus import (
     ConsensusCluster,
@@ -190,18 +205,114 @@ def _address(cluster: ConsensusCluster) -> list[str] | str:
 # -- one run ------------------------------------------------------------------------------
 
 
-class Recorder:
-    """The events of one run, timed from its start on the parent's monotonic clock."""
+class _Call:
+    """An operation of the history in flight, completed with the value it was invoked with."""
 
-    def __init__(self) -> None:
+    def __init__(self, pending: Pending, value: Any) -> None:
+        self._pending = pending
+        self.value = value
+
+    def ok(self) -> None:
+        self._pending.ok(self.value)
+
+    def fail(self) -> None:
+        self._pending.fail(self.value)
+
+    def info(self) -> None:
+        self._pending.info(self.value)
+
+
+class Recorder:
+    """The events of one run, timed from its start on the parent's monotonic clock.
+
+    Also the run's history (:attr:`history`): the scripts call :meth:`acquire`
+    (or :meth:`took` and :meth:`refused`), :meth:`ended`, :meth:`releasing`
+    and :meth:`writing` around what the clients do.
+    """
+
+    def __init__(self, ttl_ms: float = 0.0) -> None:
         self.t0 = time.monotonic()
         self.events: list[Event] = []
+        self.ttl_ms = ttl_ms
+        self.history = History(clock=self.now)
+        self._held: dict[str, float] = {}  # client -> when its acquire returned
+        self._mutex = threading.Lock()
 
     def now(self) -> float:
         return round((time.monotonic() - self.t0) * 1000, 1)
 
     def __call__(self, actor: str, kind: Kind, detail: str = "", value: str | None = None) -> None:
         self.events.append(Event(self.now(), actor, kind, detail, value))
+
+    # -- the history ------------------------------------------------------------------------
+
+    def acquire(self, who: str, lock: ConsensusLock, timeout_ms: float) -> bool:
+        """``lock.acquire(timeout_ms=...)`` for ``who``, its grant or refusal recorded."""
+        since = self.now()
+        try:
+            got = lock.acquire(timeout_ms=timeout_ms)
+        except BaseException:
+            self.unknown(who, since).info()
+            raise
+        if got:
+            self.took(who)
+        else:
+            self.refused(who, since)
+        return got
+
+    def took(self, who: str) -> None:
+        """``who``'s acquire has just returned the lock: its lease is held from now."""
+        with self._mutex:
+            self._held[who] = self.now()
+
+    def refused(self, who: str, since: float, ttl_ms: float | None = None) -> None:
+        """``who``'s acquire, called at ``since``, returned without the lock."""
+        ttl = self.ttl_ms if ttl_ms is None else ttl_ms
+        self.history.grant(who, since, since + ttl, granted=False, key=LEASE_KEY)
+
+    def unknown(self, who: str, since: float, ttl_ms: float | None = None) -> _Call:
+        """An acquire called at ``since`` whose outcome ``who`` will not learn (complete it)."""
+        ttl = self.ttl_ms if ttl_ms is None else ttl_ms
+        window = {"window": [since, round(since + ttl, 3)]}
+        return _Call(self.history.invoke(who, "acquire", window, key=LEASE_KEY), window)
+
+    def ended(self, who: str, at: float | None = None) -> None:
+        """``who``'s lease ended (now, or at ``at``): its grant is recorded, with its window."""
+        end = self.now() if at is None else at
+        with self._mutex:
+            start = self._held.pop(who, None)
+        if start is not None:
+            self.history.grant(who, start, max(start, end), key=LEASE_KEY)
+
+    def releasing(self, who: str) -> _Call:
+        """``who`` asks to release now: its lease ends here; complete the returned call."""
+        at = {"at": self.now()}
+        self.ended(who, at["at"])
+        return _Call(self.history.invoke(who, "release", at, key=LEASE_KEY), at)
+
+    def release(self, who: str, lock: ConsensusLock) -> None:
+        """``lock.release()`` for ``who``, recorded (a refusal, unknown in effect, re-raised)."""
+        call = self.releasing(who)
+        try:
+            lock.release()
+        except BaseException:
+            call.info()
+            raise
+        call.ok()
+
+    def writing(self, who: str, token: int, value: str) -> _Call:
+        """``who`` writes ``value`` with ``token``; complete the returned call."""
+        carried = {"token": token, "data": value}
+        return _Call(self.history.invoke(who, "write", carried, key=RESOURCE_KEY), carried)
+
+    def read(self, resource: SqlResource) -> str | None:
+        """The resource's final value, read by an observer and recorded."""
+        for who in list(self._held):  # the leases still held when the run ends
+            self.ended(who)
+        op = self.history.invoke("observer", "read", None, key=RESOURCE_KEY)
+        final = resource.read()
+        op.ok(final)
+        return final
 
 
 @dataclass(frozen=True)
@@ -223,10 +334,10 @@ class ConsensusScenario:
         db.unlink(missing_ok=True)
         resource = SqlResource(db, fenced=way == "fixed")
         clients: list[Any] = []
-        record = Recorder()
+        record = Recorder(self.ttl_ms)
         try:
             self.script(cluster, record, resource, db, clients)
-            final = resource.read()
+            final = record.read(resource)
         finally:
             for client in clients:
                 with contextlib.suppress(Exception):
@@ -243,6 +354,7 @@ class ConsensusScenario:
             events=tuple(sorted(record.events, key=lambda e: e.t_ms)),
             final_value=final,
             parameters={"ttl_ms": float(self.ttl_ms)},
+            history=record.history.text(),
         )
 
     def approach(self, system: str, way: str) -> str:
@@ -375,13 +487,16 @@ class ConsensusPausedHolder(ConsensusScenario):
         with _holder(cluster.kind, address, key, self.ttl_ms, db, resource.fenced) as a:
             got = a.read()
             record.t0 = time.monotonic()  # the run starts when A holds the lock
+            record.took("A")
             record("A", Kind.ACQUIRED, f"token {got['token']}; check() passed")
             # A is about to write: the process stops here (a GC pause, a stalled VM).
             a.pause()
             record("A", Kind.PAUSED, "SIGSTOP, just before its write")
             deadline = time.monotonic() + 30
-            while not _lock_gone(cluster, key, clients) and time.monotonic() < deadline:
+            while not (gone := _lock_gone(cluster, key, clients)) and time.monotonic() < deadline:
                 time.sleep(0.02)
+            if gone:  # the cluster deleted A's key by now: its lease ended no later
+                record.ended("A")
             ended = (
                 "the cluster revoked its lease, deleting the key"
                 if cluster.kind == "etcd"
@@ -389,7 +504,7 @@ class ConsensusPausedHolder(ConsensusScenario):
             )
             record("A", Kind.EXPIRED, ended)
             b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-            if not b.acquire(timeout_ms=10_000):
+            if not record.acquire("B", b, 10_000):
                 record("B", Kind.NOT_ACQUIRED, "still held")
                 return
             record("B", Kind.ACQUIRED, f"token {b.token}")
@@ -397,20 +512,31 @@ class ConsensusPausedHolder(ConsensusScenario):
             time.sleep(0.2)
             a.resume()
             record("A", Kind.RESUMED, "SIGCONT: carries on from the line after its check")
+            write = record.writing("A", got["token"], "A's update")
             wrote = a.send("write A's update")
+            write.ok() if wrote["accepted"] else write.fail()
             kind = Kind.WRITE_ACCEPTED if wrote["accepted"] else Kind.WRITE_REFUSED
             record("A", kind, wrote["detail"], "A's update")
+            release = record.releasing("A")
             released = a.send("release")
             if released["ok"]:
+                release.ok()
                 record("A", Kind.RELEASED)
             else:
+                release.info()  # refused: the lease had ended
                 record("A", Kind.RELEASE_REFUSED, released["detail"])
-            b.release()
+            record.release("B", b)
             record("B", Kind.RELEASED)
 
     @staticmethod
     def _write(record: Recorder, resource: SqlResource, who: str, token: int, value: str) -> None:
-        accepted, detail = resource.write(token, value)
+        write = record.writing(who, token, value)
+        try:
+            accepted, detail = resource.write(token, value)
+        except BaseException:
+            write.info()
+            raise
+        write.ok() if accepted else write.fail()
         record(who, Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED, detail, value)
 
 
@@ -433,7 +559,7 @@ class ConsensusLeaderKilled(ConsensusScenario):
         a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         record.t0 = time.monotonic()
-        if not a.acquire(timeout_ms=5_000):
+        if not record.acquire("A", a, 5_000):
             record("A", Kind.NOT_ACQUIRED)
             return
         record("A", Kind.ACQUIRED, f"token {a.token}")
@@ -441,22 +567,23 @@ class ConsensusLeaderKilled(ConsensusScenario):
         cluster.kill(leader)
         record("cluster", Kind.SERVER, f"leader {cluster.members[leader].name} killed (SIGKILL)")
         wait = 2 * self.ttl_ms
-        got = b.acquire(timeout_ms=wait)
+        got = record.acquire("B", b, wait)
         if not got and b.last_error is not None:
             record("B", Kind.NOT_ACQUIRED, f"no answer: {_cause(b.last_error)}")
         if got:
             record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
-            b.release()
+            record.release("B", b)
             record("B", Kind.RELEASED)
         else:
             record("B", Kind.NOT_ACQUIRED, f"refused for {wait} ms, longer than A's lease")
         try:
             a.check()
         except LockError as error:
+            record.ended("A")  # found lost: it had ended by now
             record("A", Kind.LOST, str(error).split(":")[0])
             return
         ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        a.release()
+        record.release("A", a)
         record("A", Kind.RELEASED)
         cluster.restart(leader)
         record("cluster", Kind.SERVER, f"{cluster.members[leader].name} restarted")
@@ -487,7 +614,7 @@ class ConsensusMajorityDown(ConsensusScenario):
             cluster.kill(index)
             record("cluster", Kind.SERVER, f"{cluster.members[index].name} killed (SIGKILL)")
         for name, lock in (("A", a), ("B", b)):
-            got = lock.acquire(timeout_ms=self.ttl_ms)
+            got = record.acquire(name, lock, self.ttl_ms)
             if not got and lock.last_error is not None:
                 record(name, Kind.NOT_ACQUIRED, f"no quorum: {_cause(lock.last_error)}")
                 continue
@@ -527,7 +654,7 @@ class ConsensusCutOffHolder(ConsensusScenario):
             a = make_lock(cluster.kind, through, key, self.ttl_ms, clients)
             b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
             record.t0 = time.monotonic()
-            if not a.acquire(timeout_ms=5_000):
+            if not record.acquire("A", a, 5_000):
                 record("A", Kind.NOT_ACQUIRED)
                 return
             a.check()
@@ -536,15 +663,17 @@ class ConsensusCutOffHolder(ConsensusScenario):
                 link.cut()
             record("cluster", Kind.SERVER, "A's links to all three members cut")
             deadline = time.monotonic() + 30
-            while not _lock_gone(cluster, key, clients) and time.monotonic() < deadline:
+            while not (gone := _lock_gone(cluster, key, clients)) and time.monotonic() < deadline:
                 time.sleep(0.02)
+            if gone:  # the cluster deleted A's key by now: its lease ended no later
+                record.ended("A")
             ended = (
                 "no keep-alive arrived: the cluster revoked its lease"
                 if cluster.kind == "etcd"
                 else "no heartbeat arrived: its session expired"
             )
             record("A", Kind.EXPIRED, ended)
-            if not b.acquire(timeout_ms=10_000):
+            if not record.acquire("B", b, 10_000):
                 record("B", Kind.NOT_ACQUIRED, "still held")
                 return
             record("B", Kind.ACQUIRED, f"token {b.token}")
@@ -553,11 +682,11 @@ class ConsensusCutOffHolder(ConsensusScenario):
             # A's work is done: it writes without checking again (it checked before it began).
             ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
             try:
-                a.release()
+                record.release("A", a)
                 record("A", Kind.RELEASED)
             except LockError as error:
                 record("A", Kind.RELEASE_REFUSED, f"{type(error).__name__}: still cut off")
-            b.release()
+            record.release("B", b)
             record("B", Kind.RELEASED)
         finally:
             for link in links:
@@ -635,11 +764,15 @@ class ConsensusLostReply(ConsensusScenario):
                     self._a_with_lock(a, record, resource)
                 else:
                     raw = _RawEtcd(link.url)
+                    create = record.unknown("A", record.now())  # its lease: the TTL, no keep-alive
                     lease = raw.grant(self.ttl_ms)
                     try:
-                        raw.create(key, lease)
+                        reply = raw.create(key, lease)
                     except OSError:
+                        create.info()
                         record("A", Kind.NOT_ACQUIRED, "no reply to its txn: taken as a failure")
+                    else:
+                        create.ok() if reply.get("succeeded") else create.fail()
                 self._b_waits(cluster, key, record, resource, clients)
             return
         assert isinstance(cluster, ZooKeeperEnsemble)
@@ -654,27 +787,31 @@ class ConsensusLostReply(ConsensusScenario):
                 from lockguide.zookeeper import ZooKeeperLock
 
                 a = ZooKeeperLock(client, path, request_timeout_ms=300)
-                if not a.acquire(timeout_ms=1000):
+                if not record.acquire("A", a, 1000):
                     record("A", Kind.NOT_ACQUIRED, f"no reply in time: {_cause(a.last_error)}")
             else:
+                create = record.unknown("A", record.now(), 4000)  # its node: the session's life
                 try:
                     client.create_async(f"{path}/lock-", ephemeral=True, sequence=True).get(
                         timeout=0.3
                     )
                 except client.handler.timeout_exception:
+                    create.info()
                     record("A", Kind.NOT_ACQUIRED, "no reply to its create in 300 ms: gives up")
+                else:
+                    create.info()  # a node, but A's code does not go on to hold the lock
             zlink.reply_delay_s = 0.0
             self._b_waits(cluster, key, record, resource, clients)
         finally:
             zlink.close()
 
     def _a_with_lock(self, a: ConsensusLock, record: Recorder, resource: SqlResource) -> None:
-        if not a.acquire(timeout_ms=5_000):
+        if not record.acquire("A", a, 5_000):
             record("A", Kind.NOT_ACQUIRED, f"last error: {_cause(a.last_error)}")
             return
         record("A", Kind.ACQUIRED, f"token {a.token}: its own key, found on its lease")
         ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        a.release()
+        record.release("A", a)
         record("A", Kind.RELEASED)
 
     def _b_waits(
@@ -687,13 +824,13 @@ class ConsensusLostReply(ConsensusScenario):
     ) -> None:
         b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
         wait = 2 * self.ttl_ms
-        if not b.acquire(timeout_ms=wait):
+        if not record.acquire("B", b, wait):
             what = "A's orphan node" if cluster.kind == "zookeeper" else "A's key"
             record("B", Kind.NOT_ACQUIRED, f"{wait} ms: blocked by {what}")
             return
         record("B", Kind.ACQUIRED, f"token {b.token}")
         ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
-        b.release()
+        record.release("B", b)
         record("B", Kind.RELEASED)
 
 
@@ -724,7 +861,7 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         address = _address(cluster)
         a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         record.t0 = time.monotonic()
-        if not a.acquire(timeout_ms=5_000):
+        if not record.acquire("A", a, 5_000):
             record("A", Kind.NOT_ACQUIRED)
             return
         record("A", Kind.ACQUIRED, f"token {a.token}; holds it {self.hold_ms} ms")
@@ -741,7 +878,7 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         # A stops believing it holds the lock when it asks to release, not when the
         # reply arrives: B, woken by the same deletion, may hold it before that.
         asked = record.now()
-        a.release()
+        record.release("A", a)
         record.events.append(Event(asked, "A", Kind.RELEASED, "asked to release"))
         waiter.join()
 
@@ -749,7 +886,7 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         self, b: ConsensusLock, record: Recorder, db: Path, resource: SqlResource, ms: int
     ) -> None:
         record("B", Kind.READ, f"waits up to {ms} ms, its TTL {self.ttl_ms} ms")
-        if not b.acquire(timeout_ms=ms):
+        if not record.acquire("B", b, ms):
             record("B", Kind.NOT_ACQUIRED, f"gave up after {ms} ms")
             return
         record("B", Kind.ACQUIRED, f"token {b.token}")
@@ -758,7 +895,7 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
             ConsensusPausedHolder._write(record, mine, "B", b.token, "B's update")
         finally:
             mine.close()
-        b.release()
+        record.release("B", b)
         record("B", Kind.RELEASED)
 
     def _one_lease(self, cluster: EtcdCluster, key: str, record: Recorder, ms: int) -> None:
@@ -768,13 +905,16 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         record("B", Kind.READ, f"waits up to {ms} ms on one lease of {self.ttl_ms} ms")
         give_up = time.monotonic() + ms / 1000
         error = ""
+        since = record.now()
         while time.monotonic() < give_up:
             reply = raw.create(key, lease)
             if reply.get("succeeded"):
+                record.took("B")
                 record("B", Kind.ACQUIRED, f"token {reply['header']['revision']}")
                 return
             error = str(reply.get("message", "")) or error
             time.sleep(0.1)
+        record.refused("B", since)
         record("B", Kind.NOT_ACQUIRED, f"gave up after {ms} ms; every try: {error[:50]}")
 
 
@@ -799,7 +939,7 @@ class ConsensusWipedMember(ConsensusScenario):
         a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         record.t0 = time.monotonic()
-        if not a.acquire(timeout_ms=5_000):
+        if not record.acquire("A", a, 5_000):
             record("A", Kind.NOT_ACQUIRED)
             return
         record("A", Kind.ACQUIRED, f"token {a.token}")
@@ -824,23 +964,24 @@ class ConsensusWipedMember(ConsensusScenario):
             came_back = f"{name} exited at start: {_fatal(cluster.members[follower].log, error)}"
         record("cluster", Kind.SERVER, came_back)
         wait = 2 * self.ttl_ms
-        if b.acquire(timeout_ms=wait):
+        if record.acquire("B", b, wait):
             record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
-            b.release()
+            record.release("B", b)
         else:
             record("B", Kind.NOT_ACQUIRED, f"refused for {wait} ms, longer than A's lease")
         try:
             a.check()
         except LockError as error:
+            record.ended("A")  # found lost: it had ended by now
             record("A", Kind.LOST, str(error).split(":")[0])
             return
         ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        a.release()
+        record.release("A", a)
         record("A", Kind.RELEASED)
-        if b.acquire(timeout_ms=5_000):
+        if record.acquire("B", b, 5_000):
             record("B", Kind.ACQUIRED, f"token {b.token}")
             ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
-            b.release()
+            record.release("B", b)
             record("B", Kind.RELEASED)
         if not cluster.members[follower].running:  # put the member back as it was
             shutil.rmtree(data, ignore_errors=True)
@@ -871,7 +1012,7 @@ class ConsensusDelayedWrite(ConsensusScenario):
         a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
         record.t0 = time.monotonic()
-        if not a.acquire(timeout_ms=5_000):
+        if not record.acquire("A", a, 5_000):
             record("A", Kind.NOT_ACQUIRED)
             return
         a.check()
@@ -890,13 +1031,13 @@ class ConsensusDelayedWrite(ConsensusScenario):
         wire.start()
         record("A", Kind.READ, f"sends its write; the network holds it {self.delay_ms} ms")
         time.sleep(0.3)  # A's client times out on the write and lets the lock go
-        a.release()
+        record.release("A", a)
         record("A", Kind.RELEASED, "its write timed out: it takes it as failed")
-        if b.acquire(timeout_ms=5_000):
+        if record.acquire("B", b, 5_000):
             record("B", Kind.ACQUIRED, f"token {b.token}")
             ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
             wire.join()
-            b.release()
+            record.release("B", b)
             record("B", Kind.RELEASED)
         wire.join()
 
