@@ -19,7 +19,7 @@ import pytest
 
 import lockguide
 from lockguide import Redlock
-from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_on
+from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_all, audit_on
 from lockguide_lab.audit.adapters import process_clock
 from lockguide_lab.audit.adapters.lockguide_redlock import NODE_TIMEOUT_MS, RedlockAdapter
 from lockguide_lab.audit.page import LIBRARIES, render
@@ -41,10 +41,9 @@ def audit_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Ser
 
 @pytest.fixture(scope="session")
 def reports(audit_servers: list[Server]) -> dict[str, Report]:
-    return {
-        name: audit_on(BUILTIN[name], audit_servers, backend="redis-server")
-        for name in (*LIBRARIES, "broken")
-    }
+    names = (*LIBRARIES, "broken")
+    found = audit_all([BUILTIN[name] for name in names], audit_servers, backend="redis-server")
+    return dict(zip(names, found, strict=True))
 
 
 def statuses(report: Report) -> dict[str, Status]:

@@ -31,7 +31,7 @@ from lockguide_lab.audit.adapter import (
     Unsupported,
 )
 from lockguide_lab.audit.report import CHECKS, Check, Report, Row, Status
-from lockguide_lab.audit.run import BUILTIN, audit, audit_on
+from lockguide_lab.audit.run import BUILTIN, audit, audit_all, audit_on
 
 __all__ = [
     "BUILTIN",
@@ -49,5 +49,6 @@ __all__ = [
     "TtlSpec",
     "Unsupported",
     "audit",
+    "audit_all",
     "audit_on",
 ]

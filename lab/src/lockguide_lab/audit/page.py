@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lockguide_lab.audit.report import CHECKS, Report, Status
-from lockguide_lab.audit.run import BUILTIN, audit_on, started
+from lockguide_lab.audit.run import BUILTIN, audit_all, started
 
 __all__ = ["FACTS", "LIBRARIES", "MASTERS", "NOTES", "RELEASED", "Fact", "render", "run_all"]
 
@@ -135,7 +135,7 @@ def run_all(
     """Audit every library on one set of servers (started here) and return the reports."""
     with started("real" if backend == "real" else "fake", masters) as servers:
         label = "redis-server" if backend == "real" else "fakeredis"
-        return [audit_on(BUILTIN[name], servers, backend=label) for name in libraries]
+        return audit_all([BUILTIN[name] for name in libraries], servers, backend=label)
 
 
 def _cell(text: str) -> str:

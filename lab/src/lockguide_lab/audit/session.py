@@ -58,10 +58,17 @@ class AuditSession:
         servers: Sequence[Server],
         *,
         factory_spec: str | None = None,
+        namespace: str = "",
     ) -> None:
         self.factory = factory
         self.servers = list(servers)
         self.factory_spec = factory_spec
+        #: Added to the key names a check picks, so that sessions sharing the servers at the
+        #: same moment (the wait rows of several locks, run at once) never meet on a key.
+        self.namespace = namespace
+        #: Whether :meth:`cleanup` empties the servers; a session sharing them with others
+        #: at the same moment must not (the others' locks are held there).
+        self.flushes = True
         self.admins = [server.connect() for server in self.servers]
         self._adapters: list[Adapter] = []
         self._holders: list[Holder] = []
@@ -123,7 +130,8 @@ class AuditSession:
         # are keyed weakly by client) go with the clients, once a collection finds them:
         # without it a long session runs out of descriptors.
         gc.collect()
-        self.flush()
+        if self.flushes:
+            self.flush()
 
     def close(self) -> None:
         self.cleanup()

@@ -28,7 +28,9 @@ AFTER_RELEASE_S = 1.5
 
 
 def _when(took_s: float) -> str:
-    return "within a second" if took_s < 1.0 else f"after about {round(took_s)} s"
+    # Whole seconds, rounded down: a deadline is overshot (by a poll interval, by a loaded
+    # machine), never undershot, so 10.9 s is a 10 s default.
+    return "within a second" if took_s < 1.0 else f"after about {int(took_s)} s"
 
 
 # -- a default acquire that waits for ever -----------------------------------------------------
@@ -36,7 +38,7 @@ def _when(took_s: float) -> str:
 
 def check_wait(session: AuditSession) -> Row:
     adapter = session.adapter()
-    key = "audit:wait"
+    key = "audit:wait" + session.namespace
     session.warm(adapter, key)
     a = session.holder(adapter, key, 60_000)
     acquire(session, a)
@@ -52,6 +54,8 @@ def check_wait(session: AuditSession) -> Row:
     started = time.monotonic()
 
     def wait() -> None:
+        nonlocal started
+        started = time.monotonic()  # the call's own time, not the thread's start
         said, result, _ = describe_call(call)
         outcome.append((said, result, time.monotonic() - started))
         if result is True:  # released by the thread that acquired (thread-owned locks)
