@@ -266,9 +266,9 @@ def test_a_default_acquire_with_no_deadline_is_caught(reports: dict[str, Report]
     for name in ("redis-py", "redis-py-asyncio", "pottery", "python-redis-lock", "broken"):
         row = reports[name].row("wait")
         assert row.status is Status.FAIL, (name, row)
-        assert "still waiting after 12 s" in row.summary
+        assert "still waiting after 20 s" in row.summary
     for name in ("redlock-py", "redlock", "aioredlock"):  # a few tries, then False
-        assert reports[name].row("wait").summary.endswith("within a second (returned False)")
+        assert reports[name].row("wait").summary.endswith("within a few seconds (returned False)")
     assert "after about 10 s" in reports["sherlock"].row("wait").summary  # its 10 s default
     # lockguide's default deadline: DEFAULT_TIMEOUT_MS (10 s) once the contract lands,
     # for ever before it.

@@ -182,7 +182,7 @@ def test_the_correct_controls_pass_the_rows_about_a_holds_edges(servers: list[Se
 
 def test_the_new_rows_say_what_went_wrong(servers: list[Server]) -> None:
     wait = run(servers, "waits_forever").row("wait")
-    assert "still waiting after 12 s" in wait.summary
+    assert "still waiting after 20 s" in wait.summary
     assert "only when A released" in wait.summary
     stops = run(servers, "renews_after_release").row("renewal-stops")
     assert "more command(s) on the key" in stops.summary

@@ -18,9 +18,10 @@ from lockguide_lab.testbed.clock import real_now
 
 __all__ = ["check_cancel", "check_fork", "check_renewal_stops", "check_wait"]
 
-#: How long the wait row lets a default acquire wait for a lock someone else holds: past the
-#: longest finite default of the audited libraries (sherlock's and lockguide's 10 s).
-WAIT_LIMIT_S = 12.0
+#: How long the wait row lets a default acquire wait for a lock someone else holds: well past
+#: the longest finite default of the audited libraries (sherlock's and lockguide's 10 s), so
+#: that a loaded machine running every library's wait at once cannot push a 10 s default over.
+WAIT_LIMIT_S = 20.0
 #: The lease of the renewal-after-release and fork rows (renewed every 0.33-0.6 s).
 RENEWED_TTL_MS = 1000
 #: How long the renewal-after-release row watches A's links after its release.
@@ -29,8 +30,9 @@ AFTER_RELEASE_S = 1.5
 
 def _when(took_s: float) -> str:
     # Whole seconds, rounded down: a deadline is overshot (by a poll interval, by a loaded
-    # machine), never undershot, so 10.9 s is a 10 s default.
-    return "within a second" if took_s < 1.0 else f"after about {int(took_s)} s"
+    # machine), never undershot, so 10.9 s is a 10 s default. A few tries that give up in
+    # well under a second take longer on a loaded machine: one band for all of them.
+    return "within a few seconds" if took_s < 5.0 else f"after about {int(took_s)} s"
 
 
 # -- a default acquire that waits for ever -----------------------------------------------------
