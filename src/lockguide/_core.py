@@ -50,9 +50,6 @@ MAX_TTL_MS = 7 * 24 * 3600 * 1000
 #: How long a blocking ``acquire`` waits when no ``timeout_ms`` is given (10 s);
 #: ``timeout_ms=None`` waits for ever, and must be asked for.
 DEFAULT_TIMEOUT_MS = 10_000.0
-#: The least time the clean-up of an unanswered ``SET NX`` gets, even with the deadline
-#: spent: long enough for a live server whose reply was lost, short against a frozen one.
-CLEANUP_FLOOR_S = 0.1
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
 
@@ -565,18 +562,17 @@ class ServerSteps(LeaseState):
                 if not retryable(error):
                     yield from self._discard(value, self._request_s)
                     raise
-                # The SET may have been stored: delete it. If the server let the whole
-                # budget pass unanswered, the clean-up gets what is left of the deadline,
-                # but never less than CLEANUP_FLOOR_S: a lost reply from a live server
-                # is cleaned up, and a frozen one costs at most that much past the deadline.
+                # The SET may have been stored: delete it, unless the server let the whole
+                # budget pass unanswered and the deadline is gone too (then its TTL ends it).
                 self._last_error = error
                 waited = self._clock() - started
                 silent = isinstance(error, rx.TimeoutError) and waited >= 0.9 * budget
-                cleanup_s = self._request_s
-                if silent:
-                    left = self._budget_s(self._request_s, give_up_at, False)
-                    cleanup_s = max(left, min(self._request_s, CLEANUP_FLOOR_S))
-                yield from self._discard(value, cleanup_s)
+                yield from self._discard(
+                    value,
+                    self._budget_s(self._request_s, give_up_at, False)
+                    if silent
+                    else self._request_s,
+                )
             except BaseException:  # Ctrl-C, a cancellation: nothing may stay locked
                 yield from self._discard(value, self._request_s)
                 raise
