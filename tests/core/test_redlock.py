@@ -288,7 +288,7 @@ def test_release_survives_a_script_flush_on_every_master(masters: list[redis.Red
 def test_extend_renews_the_ttl_on_every_master_and_the_validity(
     masters: list[redis.Redis],
 ) -> None:
-    lock = redlock(masters, KEY, ttl_ms=300, max_extensions=3)
+    lock = redlock(masters, KEY, ttl_ms=2_000, max_extensions=3)
     lock.acquire()
     assert lock.extend(5_000) == 5
     assert all(m.pttl(KEY) > 4_000 for m in masters)
