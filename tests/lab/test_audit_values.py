@@ -185,3 +185,21 @@ def test_a_standing_virtual_clock_moves_only_when_told() -> None:
     with clock.real_time():
         time.sleep(0.02)
     assert clock.now_ms() > 1_510
+
+
+@pytest.mark.parametrize(
+    ("took_s", "said"),
+    [
+        (0.2, "within a few seconds"),
+        (4.99, "within a few seconds"),
+        (5.3, "after about 5 s"),
+        (10.0, "after about 10 s"),
+        (12.55, "after about 10 s"),  # a 10 s default on CI's loaded machine
+        (14.9, "after about 10 s"),
+        (20.0, "after about 20 s"),
+    ],
+)
+def test_the_wait_rows_words_do_not_follow_the_machines_load(took_s: float, said: str) -> None:
+    from lockguide_lab.audit.checks.lifecycle import _when
+
+    assert _when(took_s) == said
