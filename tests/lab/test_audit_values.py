@@ -203,3 +203,38 @@ def test_the_wait_rows_words_do_not_follow_the_machines_load(took_s: float, said
     from lockguide_lab.audit.checks.lifecycle import _when
 
     assert _when(took_s) == said
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.cleanups = 0
+
+    def cleanup(self) -> None:
+        self.cleanups += 1
+
+
+@pytest.mark.parametrize(("failures", "expected"), [(0, "pass"), (1, "pass"), (2, "error")])
+def test_a_check_that_could_not_make_its_condition_happen_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch, failures: int, expected: str
+) -> None:
+    from lockguide_lab.audit import checks
+    from lockguide_lab.audit.checks.common import row
+    from lockguide_lab.audit.report import Status
+    from lockguide_lab.audit.session import CheckError
+
+    calls: list[int] = []
+
+    def flaky(session: object) -> object:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise CheckError("no SET of the lock passed the links")
+        return row("unique", Status.PASS, "yes")
+
+    monkeypatch.setitem(checks.CHECK_FUNCTIONS, "unique", flaky)
+    session = _Session()
+    got = checks.run_check(session, "unique")  # type: ignore[arg-type]
+    assert got.status.value == expected
+    assert len(calls) == min(failures + 1, checks.TRIES)
+    assert session.cleanups == len(calls)  # cleaned up after every try
+    if expected == "error":
+        assert got.summary == "the check could not run: no SET of the lock passed the links"
