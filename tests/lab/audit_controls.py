@@ -29,6 +29,8 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from lockguide_lab.audit import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide_lab.audit.adapters import LoopThread
@@ -470,8 +472,15 @@ class RedlockAdapter:
     def __init__(self, servers: Sequence[Server], make: MakeRedlock, name: str) -> None:
         self.name = f"control {name}"
         self.make = make
+        # One try per master per attempt, as a Redlock's clients should be made: redis-py's
+        # default retries a LOADING reply with backoff (about 4 s on the partial row's error
+        # path), beyond any node timeout; the attempt itself is the unit that is retried.
         self.clients = [
-            s.connect(socket_timeout=NODE_TIMEOUT_S, socket_connect_timeout=NODE_TIMEOUT_S)
+            s.connect(
+                socket_timeout=NODE_TIMEOUT_S,
+                socket_connect_timeout=NODE_TIMEOUT_S,
+                retry=Retry(NoBackoff(), 0),
+            )
             for s in servers
         ]
 

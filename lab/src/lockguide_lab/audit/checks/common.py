@@ -22,6 +22,9 @@ RETRY_WAIT_MS = 1000
 #: "just inside" it: with 2 s (22 ms) a holder process continued after SIGSTOP missed that
 #: window about one run in two, even on an idle machine.
 DRIFT_TTL_MS = 4000
+#: The lease of the drift check's other two holders (no pause, and a pause past the whole
+#: lease): no allowance is at stake there, so a short one, that the pause must outlast.
+PAST_TTL_MS = 1000
 #: How far past the lease the drift check's paused holder is continued.
 DRIFT_PAST_MS = 150
 

@@ -25,7 +25,13 @@ import socket
 import threading
 
 from lockguide.validity import drift_ms
-from lockguide_lab.audit.checks.common import DRIFT_PAST_MS, DRIFT_TTL_MS, redlock_only, row
+from lockguide_lab.audit.checks.common import (
+    DRIFT_PAST_MS,
+    DRIFT_TTL_MS,
+    PAST_TTL_MS,
+    redlock_only,
+    row,
+)
 from lockguide_lab.audit.child import HolderProcess
 from lockguide_lab.audit.gates import PauseGate
 from lockguide_lab.audit.report import Row, Status
@@ -145,7 +151,7 @@ REPLIES_BEFORE_STOP = False
 
 
 def _acquire_after_a_pause(
-    session: AuditSession, key: str, pause_s: float | None
+    session: AuditSession, key: str, ttl_ms: int, pause_s: float | None
 ) -> tuple[str, PauseGate | None]:
     """A holder process acquires through links; with ``pause_s``, the replies to its ``SET``
     are held, the process stopped, the replies delivered, and the process continued
@@ -161,7 +167,7 @@ def _acquire_after_a_pause(
         for link in links:
             link.watch = is_set
             link.gate = gate
-    child = HolderProcess(session, key, DRIFT_TTL_MS, servers)
+    child = HolderProcess(session, key, ttl_ms, servers)
     if gate is not None:
         gate.pid = child.pid
     try:
@@ -187,23 +193,25 @@ def check_drift(session: AuditSession) -> Row:
     session.require_real("a holder process behind links")
     ttl = DRIFT_TTL_MS
     allowance = drift_ms(ttl)
-    plain, _ = _acquire_after_a_pause(session, "audit:drift:plain", None)
+    plain, _ = _acquire_after_a_pause(session, "audit:drift:plain", PAST_TTL_MS, None)
     if plain != "True":
         raise CheckError(f"the holder process could not acquire an uncontended lock ({plain})")
-    past, gate = _acquire_after_a_pause(session, "audit:drift:past", (ttl + DRIFT_PAST_MS) / 1000)
+    past_s = (PAST_TTL_MS + DRIFT_PAST_MS) / 1000
+    past, gate = _acquire_after_a_pause(session, "audit:drift:past", PAST_TTL_MS, past_s)
     assert gate is not None
     if gate.error or gate.paused_s is None:
         raise CheckError(f"the pause did not happen: {gate.error or 'no SET passed the links'}")
     # Just inside the allowance: the lock's own count of the elapsed time can only be longer
     # (it starts before its first SET reaches a link), so a lock that allows for drift
-    # always refuses, and one that does not accepts unless this machine adds 20 ms.
+    # always refuses, and one that does not accepts unless this machine adds ~39 ms.
     inside_ms = ttl - allowance + 3
-    inside, _ = _acquire_after_a_pause(session, "audit:drift:inside", inside_ms / 1000)
+    inside, _ = _acquire_after_a_pause(session, "audit:drift:inside", ttl, inside_ms / 1000)
     details = [
-        f"lease {ttl} ms; a holder process with no pause acquired: {plain}",
+        f"lease {PAST_TTL_MS} ms; a holder process with no pause acquired: {plain}",
         f"stopped with the grant in its socket buffers, continued {gate.paused_s * 1000:.0f} ms "
         f"after its first SET: acquired {past}",
-        f"the same, continued {inside_ms:.0f} ms after (inside the {allowance:.0f} ms drift "
+        f"the same with a {ttl} ms lease, continued {inside_ms:.0f} ms after (inside the "
+        f"{allowance:.0f} ms drift "
         f"allowance, 1% of the TTL + 2 ms): acquired {inside}",
     ]
     if past == "True":
