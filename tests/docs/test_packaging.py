@@ -116,3 +116,36 @@ def test_both_distributions_build_pass_twine_and_install_without_a_checkout(
     assert run.returncode == 0, run.stderr
     for line in run.stdout.splitlines():
         assert line.startswith(site), f"imported from {line}, not from the fresh virtualenv"
+
+
+def test_every_install_line_on_the_site_names_what_a_clone_has() -> None:
+    """A reader copies ``pip install ...`` from a page into a clone checked out as
+    ``./lockguide``: each path must exist there, and each extra must be one the project
+    declares whose requirements an index can serve (the lab's extra names a distribution
+    that is only on an index once released, so from a clone the lab is installed as a path)."""
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    local = {"lockguide-lab"}  # built from this repository, not on an index before a release
+    found = 0
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for line in page.read_text("utf-8").splitlines():
+            for command in re.findall(r"pip install ([^`#\n]+)", line):
+                for arg in command.split():
+                    arg = arg.strip("'\"")
+                    match = re.fullmatch(r"\./lockguide(/[\w/.-]*)?(?:\[([\w,]+)\])?", arg)
+                    if not match:
+                        continue
+                    found += 1
+                    where = f"{page.relative_to(ROOT)}: {arg}"
+                    assert (ROOT / (match[1] or "/").lstrip("/")).is_dir(), where
+                    for extra in (match[2] or "").split(",") if match[2] else []:
+                        assert extra in extras, where
+                        needs = {re.split(r"[<>=!\[; ]", r, maxsplit=1)[0] for r in extras[extra]}
+                        assert not needs & local, (
+                            f"{where}: from a clone, install the lab as a path"
+                        )
+    assert found, "no install line found on the site"
