@@ -17,6 +17,8 @@ PAUSE_TTL_MS = 300
 LINK_DELAY_S = 0.03
 #: How long the retry check lets a blocked acquire keep trying.
 RETRY_WAIT_MS = 1000
+#: The longer wait it makes once when the first fitted only two attempts (too few to judge).
+RETRY_WAIT_MS_LOADED = 3000
 #: Lease used by the drift check (and the clock warp of the monotonic check). Its drift
 #: allowance (1 % + 2 ms = 42 ms) leaves a lock without one about 39 ms to accept the grant
 #: "just inside" it: with 2 s (22 ms) a holder process continued after SIGSTOP missed that
