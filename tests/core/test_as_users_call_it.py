@@ -8,7 +8,6 @@ A-R): written first, seen failing on the code before the fix, then passing.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +25,6 @@ from lockguide import (
     Lock,
     MasterError,
     NotAcquired,
-    NotOwned,
     Redlock,
     Watchdog,
     WrongOwner,
@@ -34,6 +32,7 @@ from lockguide import (
 from lockguide.fencing import counter_key_for
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
+from tests.ownership import Worker, a_forked_child_does_nothing
 from tests.support import Backend, record_requests, start_redis_server
 
 KEY = "lock:users"
@@ -54,26 +53,7 @@ def test_a_forked_child_sees_the_lock_not_held_and_sends_nothing(
     lock = Lock(r, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
     before = len(sent)
-    pid = os.fork()
-    if pid == 0:  # the child: report through the exit code, never return into pytest
-        code = 0
-        try:
-            code |= 1 if lock.held else 0
-            for action in (lock.release, lock.extend):
-                try:
-                    action()
-                    code |= 2
-                except NotOwned:
-                    pass
-            lock.__exit__(None, None, None)  # leaving `with Lock(...)` in the child
-            code |= 4 if len(sent) != before else 0
-        except BaseException:
-            code |= 8
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    assert code == 0, f"child: held={bool(code & 1)} acted={bool(code & 2)} sent={bool(code & 4)}"
+    a_forked_child_does_nothing(lock, (lock.release, lock.extend), sent=lambda: len(sent) != before)
     assert lock.held
     assert r.get(KEY) == (lock.value or "").encode(), "the parent's key is untouched"
     lock.release()
@@ -110,22 +90,13 @@ def test_a_later_thread_reusing_the_acquirers_ident_is_not_the_owner(r: redis.Re
 def test_hand_over_moves_the_lock_to_another_thread(r: redis.Redis) -> None:
     lock = Lock(r, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
-    done: list[BaseException | None] = []
-
-    def worker() -> None:
-        try:
-            lock.release()
-            done.append(None)
-        except BaseException as error:
-            done.append(error)
-
-    thread = threading.Thread(target=worker)
+    thread = Worker(lock.release)
     lock.hand_over(thread)
     with pytest.raises(WrongOwner):
         lock.extend()  # the hand-over is complete: the old owner may not
     thread.start()
     thread.join()
-    assert done == [None]
+    assert thread.outcomes == [None]
     assert r.exists(KEY) == 0
 
 
