@@ -115,6 +115,34 @@ class Backend:
         return [self.async_client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
 
 
+class LockKind:
+    """One kind of lock (``name``: one of :attr:`NAMES`) on a test's backend, and
+    synchronous clients on its servers to look at ``key`` with."""
+
+    NAMES = ("Lock", "FencedLock", "Redlock")
+
+    def __init__(self, name: str, backend: Backend, key: str) -> None:
+        self.name = name
+        self.key = key
+        self.servers = backend.masters() if name == "Redlock" else [backend.client()]
+
+    def holding(self, value: str | None) -> int:
+        """Servers whose key holds ``value``."""
+        return sum(1 for s in self.servers if value and s.get(self.key) == value.encode())
+
+    def with_key(self) -> int:
+        return sum(1 for s in self.servers if s.exists(self.key))
+
+    def expire_everywhere(self) -> None:
+        """The lease runs out on every server (as after a pause past the TTL)."""
+        for server in self.servers:
+            server.delete(self.key)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
 def fake_backend() -> Backend:
     """Fresh, empty in-process servers with Lua support: one per (host, port).
 
