@@ -9,11 +9,13 @@ and restarted), in-process ones :class:`~lockguide_lab.testbed.FakeServer`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,12 @@ class Backend:
     ) -> list[redis.asyncio.Redis]:
         """``redis.asyncio`` clients for the servers :meth:`masters` reaches."""
         return [self.async_client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
+
+
+def script_sha(name: str) -> str:
+    """The SHA1 Redis names the reference's Lua script ``name`` by (``EVALSHA``)."""
+    source = resources.files("lockguide.scripts").joinpath(name).read_bytes()
+    return hashlib.sha1(source).hexdigest()
 
 
 class LockKind:

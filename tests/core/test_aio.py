@@ -17,14 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import itertools
 import os
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from importlib import resources
 from typing import Any
 
 import anyio
@@ -52,12 +50,10 @@ from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
 from lockguide.fencing import FENCED_ACQUIRE
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
-from tests.support import Backend, LockKind, real_backend, record_async_requests
+from tests.support import Backend, LockKind, real_backend, record_async_requests, script_sha
 
 KEY = "lock:aio"
-RELEASE_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("release.lua").read_bytes()
-).hexdigest()
+RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
@@ -629,9 +625,7 @@ def test_bad_input_is_refused_before_any_request(
 
 # -- issue 20: the reference as users call it ------------------------------------------------
 
-EXTEND_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("extend.lua").read_bytes()
-).hexdigest()
+EXTEND_SHA = script_sha("extend.lua")
 
 
 def slow_replies(

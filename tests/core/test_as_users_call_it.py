@@ -7,11 +7,9 @@ A-R): written first, seen failing on the code before the fix, then passing.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +31,9 @@ from lockguide.fencing import counter_key_for
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
 from tests.ownership import Worker, a_forked_child_does_nothing
-from tests.support import Backend, record_requests, start_redis_server
+from tests.support import Backend, record_requests, script_sha, start_redis_server
 
 KEY = "lock:users"
-
-
-def sha(name: str) -> str:
-    source = resources.files("lockguide.scripts").joinpath(name).read_bytes()
-    return hashlib.sha1(source).hexdigest()
 
 
 # -- A. fork: a child never holds its parent's lock ---------------------------------------
@@ -116,7 +109,7 @@ def test_owner_process_lets_any_thread_of_the_process_release(r: redis.Redis) ->
 def test_an_extend_that_lands_after_release_and_reacquire_leaves_the_new_grant(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extend_sha = sha("extend.lua")
+    extend_sha = script_sha("extend.lua")
     in_flight, go_on = threading.Event(), threading.Event()
     base: type[Any] = r.connection_pool.connection_class
 

@@ -10,12 +10,10 @@ are refused; ``locked()`` and ``owned()`` answer what their names ask.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from importlib import resources
 
 import pytest
 import redis
@@ -35,12 +33,10 @@ from lockguide import (
     WrongOwner,
 )
 from lockguide_lab.testbed import RedisServer
-from tests.support import Backend, LockKind, real_backend, record_requests
+from tests.support import Backend, LockKind, real_backend, record_requests, script_sha
 
 KEY = "lock:rules"
-RELEASE_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("release.lua").read_bytes()
-).hexdigest()
+RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
