@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 from redis._parsers.base import BaseParser
+from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from lockguide import (
@@ -358,14 +359,29 @@ def _set_slot(servers: list[RedisServer], slot: int, *args: str) -> None:
             admin.execute_command("CLUSTER", "SETSLOT", slot, *args)
 
 
+def _reshardable(
+    cluster: ClusterDeployment, key: str
+) -> tuple[RedisCluster, RedisServer, list[RedisServer], RedisServer, int]:
+    """A client, the master of ``key`` (the source), the masters, another (the target), the slot."""
+    client = cluster.client()
+    source = cluster.master_of(key)
+    masters = [n for n in cluster.nodes if n.port in _primary_ports(client)]
+    target = next(m for m in masters if m is not source)
+    return client, source, masters, target, key_slot(key.encode())
+
+
+def _give_back(
+    cluster: ClusterDeployment, masters: list[RedisServer], slot: int, source: RedisServer
+) -> None:
+    """The slot is the source's again on every master, and the cluster ready."""
+    _set_slot(masters, slot, "NODE", _node_id(source))
+    cluster.wait_ready()
+
+
 @pytest.mark.real_redis
 def test_a_moved_slot_is_followed_within_the_deadline(redis_cluster: ClusterDeployment) -> None:
     key = "lock:resharded"
-    client = redis_cluster.client()
-    source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
-    target = next(m for m in masters if m is not source)
-    slot = key_slot(key.encode())
+    client, source, masters, target, slot = _reshardable(redis_cluster, key)
     lock = Lock(client, key, ttl_ms=10_000)
     assert lock.acquire(blocking=False)  # the client's slot map points at the source
     lock.release()
@@ -376,18 +392,13 @@ def test_a_moved_slot_is_followed_within_the_deadline(redis_cluster: ClusterDepl
             assert admin.get(key) == (lock.value or "").encode()
         lock.release()
     finally:
-        _set_slot(masters, slot, "NODE", _node_id(source))
-        redis_cluster.wait_ready()
+        _give_back(redis_cluster, masters, slot, source)
 
 
 @pytest.mark.real_redis
 def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDeployment) -> None:
     key = "lock:migrating"
-    client = redis_cluster.client()
-    source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
-    target = next(m for m in masters if m is not source)
-    slot = key_slot(key.encode())
+    client, source, masters, target, slot = _reshardable(redis_cluster, key)
     try:
         _set_slot([target], slot, "IMPORTING", _node_id(source))
         _set_slot([source], slot, "MIGRATING", _node_id(target))
@@ -403,5 +414,4 @@ def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDep
         holder.release()
     finally:
         _set_slot([source, target], slot, "STABLE")
-        _set_slot(masters, slot, "NODE", _node_id(source))
-        redis_cluster.wait_ready()
+        _give_back(redis_cluster, masters, slot, source)
