@@ -82,6 +82,7 @@ from lockguide.errors import LockError
 from lockguide.fencing import SqlFencedStore
 from lockguide_lab.history.record import LEASE_KEY, RESOURCE_KEY, Pending
 from lockguide_lab.history.record import Recorder as History
+from lockguide_lab.scenarios.resources import fenced_write
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
 from lockguide_lab.testbed.consensus import (
     ConsensusCluster,
@@ -146,10 +147,7 @@ class SqlResource:
             self._db.execute("UPDATE fenced_resource SET value = ? WHERE name = 'ledger'", (value,))
             self._db.commit()
             return True, f"token {token} not checked"
-        result = self.store.try_write(token, value)
-        if result.accepted:
-            return True, f"token {token}"
-        return False, f"token {token}, but the resource has accepted token {result.highest}"
+        return fenced_write(self.store, token, value)
 
     def read(self) -> str | None:
         return self.store.read().value
@@ -376,18 +374,6 @@ class ConsensusScenario:
         return f"{self.key}:{time.monotonic_ns()}"  # a fresh key per run
 
 
-def _write(record: Recorder, resource: SqlResource, who: str, token: int, value: str) -> None:
-    """``who`` writes ``value`` with ``token``, the call and its outcome recorded."""
-    write = record.writing(who, token, value)
-    try:
-        accepted, detail = resource.write(token, value)
-    except BaseException:
-        write.info()
-        raise
-    write.ok() if accepted else write.fail()
-    record(who, Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED, detail, value)
-
-
 @dataclass(frozen=True)
 class _Run:
     """What a scenario's script works with, and the steps the scripts share."""
@@ -439,14 +425,18 @@ class _Run:
         return True
 
     def write(self, who: str, token: int, resource: SqlResource | None = None) -> None:
-        """``who`` writes "<who>'s update" with ``token`` (to ``resource``, or the run's)."""
-        _write(
-            self.record,
-            self.resource if resource is None else resource,
-            who,
-            token,
-            f"{who}'s update",
-        )
+        """``who`` writes "<who>'s update" with ``token`` (to ``resource``, or the run's), the
+        call and its outcome recorded."""
+        record, value = self.record, f"{who}'s update"
+        target = self.resource if resource is None else resource
+        write = record.writing(who, token, value)
+        try:
+            accepted, detail = target.write(token, value)
+        except BaseException:
+            write.info()
+            raise
+        write.ok() if accepted else write.fail()
+        record(who, Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED, detail, value)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[SqlResource]:
@@ -457,9 +447,9 @@ class _Run:
         finally:
             mine.close()
 
-    def finishes(self, who: str, lock: ConsensusLock, resource: SqlResource | None = None) -> None:
+    def finishes(self, who: str, lock: ConsensusLock) -> None:
         """``who`` writes with its lock's token, then releases it."""
-        self.write(who, lock.token, resource)
+        self.write(who, lock.token)
         self.record.release(who, lock)
         self.record(who, Kind.RELEASED)
 
