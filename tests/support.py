@@ -9,11 +9,13 @@ and restarted), in-process ones :class:`~lockguide_lab.testbed.FakeServer`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,40 @@ class Backend:
     ) -> list[redis.asyncio.Redis]:
         """``redis.asyncio`` clients for the servers :meth:`masters` reaches."""
         return [self.async_client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
+
+
+def script_sha(name: str) -> str:
+    """The SHA1 Redis names the reference's Lua script ``name`` by (``EVALSHA``)."""
+    source = resources.files("lockguide.scripts").joinpath(name).read_bytes()
+    return hashlib.sha1(source).hexdigest()
+
+
+class LockKind:
+    """One kind of lock (``name``: one of :attr:`NAMES`) on a test's backend, and
+    synchronous clients on its servers to look at ``key`` with."""
+
+    NAMES = ("Lock", "FencedLock", "Redlock")
+
+    def __init__(self, name: str, backend: Backend, key: str) -> None:
+        self.name = name
+        self.key = key
+        self.servers = backend.masters() if name == "Redlock" else [backend.client()]
+
+    def holding(self, value: str | None) -> int:
+        """Servers whose key holds ``value``."""
+        return sum(1 for s in self.servers if value and s.get(self.key) == value.encode())
+
+    def with_key(self) -> int:
+        return sum(1 for s in self.servers if s.exists(self.key))
+
+    def expire_everywhere(self) -> None:
+        """The lease runs out on every server (as after a pause past the TTL)."""
+        for server in self.servers:
+            server.delete(self.key)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
 
 
 def fake_backend() -> Backend:

@@ -17,14 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import itertools
 import os
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from importlib import resources
 from typing import Any
 
 import anyio
@@ -52,12 +50,10 @@ from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
 from lockguide.fencing import FENCED_ACQUIRE
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
-from tests.support import Backend, real_backend, record_async_requests
+from tests.support import Backend, LockKind, real_backend, record_async_requests, script_sha
 
 KEY = "lock:aio"
-RELEASE_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("release.lua").read_bytes()
-).hexdigest()
+RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
@@ -66,44 +62,30 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(main())  # type: ignore[arg-type]
 
 
-class Kind:
+class Kind(LockKind):
     """One kind of async lock on the test's backend, and sync eyes on its servers."""
 
     def __init__(self, name: str, backend: Backend) -> None:
-        self.name = name
+        super().__init__(name, backend, KEY)
         self.real = backend.name == "redis-server"
         if name == "Redlock":
-            self.servers = backend.masters()
             self.clients = backend.async_masters()
             # 100 ms per master as in the sync tests: a loaded machine must not cost a vote.
             self.make: Callable[..., AnyLock] = partial(
                 Redlock, self.clients, KEY, node_timeout_ms=100.0
             )
         else:
-            self.servers = [backend.client()]
             self.clients = [backend.async_client()]
             cls = FencedLock if name == "FencedLock" else Lock
             self.make = partial(cls, self.clients[0], KEY)
         self.set_marker = FENCED_ACQUIRE.sha if name == "FencedLock" else "SET"
 
-    def holding(self, value: str | None) -> int:
-        """Servers whose key holds ``value``."""
-        return sum(1 for s in self.servers if value and s.get(KEY) == value.encode())
 
-    def with_key(self) -> int:
-        return sum(1 for s in self.servers if s.exists(KEY))
-
-    def expire_everywhere(self) -> None:
-        for server in self.servers:
-            server.delete(KEY)
-
-
-@pytest.fixture(params=["Lock", "FencedLock", "Redlock"])
+@pytest.fixture(params=LockKind.NAMES)
 def kind(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Kind]:
     made = Kind(request.param, backend)
     yield made
-    for server in made.servers:
-        server.close()
+    made.close()
 
 
 # -- acquire, refuse, extend, release -----------------------------------------------------
@@ -643,9 +625,7 @@ def test_bad_input_is_refused_before_any_request(
 
 # -- issue 20: the reference as users call it ------------------------------------------------
 
-EXTEND_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("extend.lua").read_bytes()
-).hexdigest()
+EXTEND_SHA = script_sha("extend.lua")
 
 
 def slow_replies(

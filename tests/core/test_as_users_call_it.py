@@ -7,18 +7,16 @@ A-R): written first, seen failing on the code before the fix, then passing.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from redis._parsers.base import BaseParser
+from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from lockguide import (
@@ -26,7 +24,6 @@ from lockguide import (
     Lock,
     MasterError,
     NotAcquired,
-    NotOwned,
     Redlock,
     Watchdog,
     WrongOwner,
@@ -34,14 +31,10 @@ from lockguide import (
 from lockguide.fencing import counter_key_for
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
-from tests.support import Backend, record_requests, start_redis_server
+from tests.ownership import Worker, a_forked_child_does_nothing
+from tests.support import Backend, record_requests, script_sha, start_redis_server
 
 KEY = "lock:users"
-
-
-def sha(name: str) -> str:
-    source = resources.files("lockguide.scripts").joinpath(name).read_bytes()
-    return hashlib.sha1(source).hexdigest()
 
 
 # -- A. fork: a child never holds its parent's lock ---------------------------------------
@@ -54,26 +47,7 @@ def test_a_forked_child_sees_the_lock_not_held_and_sends_nothing(
     lock = Lock(r, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
     before = len(sent)
-    pid = os.fork()
-    if pid == 0:  # the child: report through the exit code, never return into pytest
-        code = 0
-        try:
-            code |= 1 if lock.held else 0
-            for action in (lock.release, lock.extend):
-                try:
-                    action()
-                    code |= 2
-                except NotOwned:
-                    pass
-            lock.__exit__(None, None, None)  # leaving `with Lock(...)` in the child
-            code |= 4 if len(sent) != before else 0
-        except BaseException:
-            code |= 8
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    assert code == 0, f"child: held={bool(code & 1)} acted={bool(code & 2)} sent={bool(code & 4)}"
+    a_forked_child_does_nothing(lock, (lock.release, lock.extend), sent=lambda: len(sent) != before)
     assert lock.held
     assert r.get(KEY) == (lock.value or "").encode(), "the parent's key is untouched"
     lock.release()
@@ -110,22 +84,13 @@ def test_a_later_thread_reusing_the_acquirers_ident_is_not_the_owner(r: redis.Re
 def test_hand_over_moves_the_lock_to_another_thread(r: redis.Redis) -> None:
     lock = Lock(r, KEY, ttl_ms=10_000)
     assert lock.acquire(blocking=False)
-    done: list[BaseException | None] = []
-
-    def worker() -> None:
-        try:
-            lock.release()
-            done.append(None)
-        except BaseException as error:
-            done.append(error)
-
-    thread = threading.Thread(target=worker)
+    thread = Worker(lock.release)
     lock.hand_over(thread)
     with pytest.raises(WrongOwner):
         lock.extend()  # the hand-over is complete: the old owner may not
     thread.start()
     thread.join()
-    assert done == [None]
+    assert thread.outcomes == [None]
     assert r.exists(KEY) == 0
 
 
@@ -145,7 +110,7 @@ def test_owner_process_lets_any_thread_of_the_process_release(r: redis.Redis) ->
 def test_an_extend_that_lands_after_release_and_reacquire_leaves_the_new_grant(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extend_sha = sha("extend.lua")
+    extend_sha = script_sha("extend.lua")
     in_flight, go_on = threading.Event(), threading.Event()
     base: type[Any] = r.connection_pool.connection_class
 
@@ -394,14 +359,29 @@ def _set_slot(servers: list[RedisServer], slot: int, *args: str) -> None:
             admin.execute_command("CLUSTER", "SETSLOT", slot, *args)
 
 
+def _reshardable(
+    cluster: ClusterDeployment, key: str
+) -> tuple[RedisCluster, RedisServer, list[RedisServer], RedisServer, int]:
+    """A client, the master of ``key`` (the source), the masters, another (the target), the slot."""
+    client = cluster.client()
+    source = cluster.master_of(key)
+    masters = [n for n in cluster.nodes if n.port in _primary_ports(client)]
+    target = next(m for m in masters if m is not source)
+    return client, source, masters, target, key_slot(key.encode())
+
+
+def _give_back(
+    cluster: ClusterDeployment, masters: list[RedisServer], slot: int, source: RedisServer
+) -> None:
+    """The slot is the source's again on every master, and the cluster ready."""
+    _set_slot(masters, slot, "NODE", _node_id(source))
+    cluster.wait_ready()
+
+
 @pytest.mark.real_redis
 def test_a_moved_slot_is_followed_within_the_deadline(redis_cluster: ClusterDeployment) -> None:
     key = "lock:resharded"
-    client = redis_cluster.client()
-    source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
-    target = next(m for m in masters if m is not source)
-    slot = key_slot(key.encode())
+    client, source, masters, target, slot = _reshardable(redis_cluster, key)
     lock = Lock(client, key, ttl_ms=10_000)
     assert lock.acquire(blocking=False)  # the client's slot map points at the source
     lock.release()
@@ -412,18 +392,13 @@ def test_a_moved_slot_is_followed_within_the_deadline(redis_cluster: ClusterDepl
             assert admin.get(key) == (lock.value or "").encode()
         lock.release()
     finally:
-        _set_slot(masters, slot, "NODE", _node_id(source))
-        redis_cluster.wait_ready()
+        _give_back(redis_cluster, masters, slot, source)
 
 
 @pytest.mark.real_redis
 def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDeployment) -> None:
     key = "lock:migrating"
-    client = redis_cluster.client()
-    source = redis_cluster.master_of(key)
-    masters = [n for n in redis_cluster.nodes if n.port in _primary_ports(client)]
-    target = next(m for m in masters if m is not source)
-    slot = key_slot(key.encode())
+    client, source, masters, target, slot = _reshardable(redis_cluster, key)
     try:
         _set_slot([target], slot, "IMPORTING", _node_id(source))
         _set_slot([source], slot, "MIGRATING", _node_id(target))
@@ -439,5 +414,4 @@ def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDep
         holder.release()
     finally:
         _set_slot([source, target], slot, "STABLE")
-        _set_slot(masters, slot, "NODE", _node_id(source))
-        redis_cluster.wait_ready()
+        _give_back(redis_cluster, masters, slot, source)

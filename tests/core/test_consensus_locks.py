@@ -9,7 +9,6 @@ sets) their absence fails. The argument checks need no server.
 from __future__ import annotations
 
 import itertools
-import os
 import sqlite3
 import threading
 import time
@@ -38,6 +37,7 @@ from lockguide.zookeeper import ZooKeeperLock
 from lockguide_lab.testbed.consensus import EtcdCluster, HttpLink, ZooKeeperEnsemble
 from lockguide_lab.testbed.link import Link
 from lockguide_lab.testbed.process import LOOPBACK
+from tests.ownership import Worker, a_forked_child_does_nothing, outcome_in_a_thread
 
 _names = itertools.count()
 Factory = Callable[..., Any]
@@ -141,18 +141,7 @@ def test_misuse_gets_typed_errors(make_lock: Factory) -> None:
     assert a.acquire()
     with pytest.raises(AlreadyAcquired):
         a.acquire()
-    errors: list[BaseException] = []
-
-    def other_thread() -> None:
-        try:
-            a.release()
-        except BaseException as error:
-            errors.append(error)
-
-    thread = threading.Thread(target=other_thread)
-    thread.start()
-    thread.join()
-    assert isinstance(errors[0], WrongOwner)
+    assert isinstance(outcome_in_a_thread(a.release), WrongOwner)
     a.check()
     a.release()
 
@@ -161,23 +150,18 @@ def test_hand_over_moves_the_lock_to_another_thread(make_lock: Factory) -> None:
     """The Redis locks' rule: after ``hand_over`` only the named thread may use the lock."""
     a = make_lock()
     assert a.acquire()
-    done: list[BaseException | None] = []
 
     def worker() -> None:
-        try:
-            a.check()
-            a.release()
-            done.append(None)
-        except BaseException as error:
-            done.append(error)
+        a.check()
+        a.release()
 
-    thread = threading.Thread(target=worker)
+    thread = Worker(worker)
     a.hand_over(thread)
     with pytest.raises(WrongOwner):
         a.check()  # the hand-over is complete: the old owner may not
     thread.start()
     thread.join()
-    assert done == [None]
+    assert thread.outcomes == [None]
     assert not a.held
     b = make_lock()
     assert b.acquire(blocking=False)  # the release reached the cluster
@@ -187,19 +171,12 @@ def test_hand_over_moves_the_lock_to_another_thread(make_lock: Factory) -> None:
 def test_owner_process_lets_any_thread_of_the_process_release(make_lock: Factory) -> None:
     a = make_lock(owner="process")
     assert a.acquire()
-    errors: list[BaseException] = []
 
     def other_thread() -> None:
-        try:
-            a.check()
-            a.release()
-        except BaseException as error:
-            errors.append(error)
+        a.check()
+        a.release()
 
-    thread = threading.Thread(target=other_thread)
-    thread.start()
-    thread.join()
-    assert errors == []
+    assert outcome_in_a_thread(other_thread) is None
     assert not a.held
     with pytest.raises(BadArgument):
         make_lock(owner="task")  # an asyncio owner: not for a thread-driven lock
@@ -209,25 +186,7 @@ def test_a_forked_child_sees_the_lock_not_held_and_sends_nothing(make_lock: Fact
     """In a forked child the lock is not held; release, check and token raise NotOwned."""
     a = make_lock()
     assert a.acquire()
-    pid = os.fork()
-    if pid == 0:  # the child: report through the exit code, never return into pytest
-        code = 0
-        try:
-            code |= 1 if a.held else 0
-            for action in (a.release, a.check, lambda: a.token):
-                try:
-                    action()
-                    code |= 2
-                except NotOwned:
-                    pass
-            a.__exit__(None, None, None)  # leaving `with lock:` in the child
-        except BaseException:
-            code |= 8
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    assert code == 0, f"child: held={bool(code & 1)} acted={bool(code & 2)} crashed={code >= 8}"
+    a_forked_child_does_nothing(a, (a.release, a.check, lambda: a.token))
     assert a.held
     a.check()
     b = make_lock()

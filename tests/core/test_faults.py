@@ -12,12 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 import redis
 
-from lockguide import MajorityLost, Redlock, validity_ms
+from lockguide import Attempt, MajorityLost, Redlock, validity_ms
 from lockguide_lab.testbed import RedisServer
 from tests.support import start_redis_servers
 
@@ -61,12 +62,17 @@ class Servers:
         self.clients_made.clear()
 
 
-@pytest.fixture(scope="module")
-def five_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    servers = Servers(start_redis_servers(tmp_path_factory.mktemp("faults"), 5))
+def start_five(base: Path, *, appendonly: bool = False) -> Iterator[Servers]:
+    """Five servers in ``base``, stopped when the module is done."""
+    servers = Servers(start_redis_servers(base, 5, appendonly=appendonly))
     yield servers
     for process in servers.processes:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def five_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    yield from start_five(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.fixture
@@ -74,6 +80,24 @@ def servers(five_servers: Servers) -> Iterator[Servers]:
     five_servers.heal()
     yield five_servers
     five_servers.heal()
+
+
+def redlock(clients: list[redis.Redis], ttl_ms: int = 10_000) -> Redlock:
+    return Redlock(clients, KEY, ttl_ms=ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS)
+
+
+def connected(clients: list[redis.Redis]) -> Redlock:
+    """A Redlock whose connections are open before the fault (it acquired and released)."""
+    lock = redlock(clients)
+    assert lock.acquire(blocking=False)
+    lock.release()
+    return lock
+
+
+def last_attempt(lock: Redlock) -> Attempt:
+    attempt = lock.last_attempt
+    assert attempt is not None
+    return attempt
 
 
 def timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -89,15 +113,12 @@ def timed(call: Callable[[], T]) -> tuple[T, float]:
 def test_a_frozen_master_costs_one_node_timeout_and_four_votes_still_win(
     servers: Servers,
 ) -> None:
-    lock = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
-    assert lock.acquire(blocking=False)  # connections are open before the fault
-    lock.release()
+    lock = connected(servers.clients())
     bound = NODE_TIMEOUT_MS / 1000 + MARGIN_S
     with servers[2].frozen():
         acquired, took = timed(lambda: lock.acquire(blocking=False))
         assert acquired
-        attempt = lock.last_attempt
-        assert attempt is not None
+        attempt = last_attempt(lock)
         assert (attempt.granted, attempt.failed) == (4, 1)
         assert NODE_TIMEOUT_MS / 1000 <= took < bound
         released, took = timed(lock.release)
@@ -115,9 +136,7 @@ def test_a_thawed_master_runs_its_queued_set_but_no_late_reply_is_misread(
     servers: Servers,
 ) -> None:
     clients = servers.clients()
-    lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
-    assert lock.acquire(blocking=False)
-    lock.release()
+    lock = connected(clients)
     with servers[0].frozen():
         assert lock.acquire(blocking=False)
         frozen_value = lock.value
@@ -131,8 +150,7 @@ def test_a_thawed_master_runs_its_queued_set_but_no_late_reply_is_misread(
     # answers (a misread reply would show up as a wrong count here).
     for _ in range(20):
         assert lock.acquire(blocking=False)
-        attempt = lock.last_attempt
-        assert attempt is not None
+        attempt = last_attempt(lock)
         assert (attempt.granted, attempt.refused, attempt.failed) == (4, 1, 0)
         assert lock.release() == 4
 
@@ -141,15 +159,12 @@ def test_with_three_masters_down_acquire_fails_fast_and_leaves_no_key(
     servers: Servers,
 ) -> None:
     clients = servers.clients()
-    lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
-    assert lock.acquire(blocking=False)
-    lock.release()
+    lock = connected(clients)
     for i in (0, 1, 2):
         servers[i].crash()
     acquired, took = timed(lambda: lock.acquire(blocking=False))
     assert not acquired
-    attempt = lock.last_attempt
-    assert attempt is not None
+    attempt = last_attempt(lock)
     assert (attempt.granted, attempt.failed) == (2, 3)
     assert took < NODE_TIMEOUT_MS / 1000 + MARGIN_S, "refused connections cost no waiting"
     assert [clients[i].get(KEY) for i in (3, 4)] == [None, None]
@@ -164,15 +179,12 @@ def test_a_connection_the_server_closed_is_replaced_without_losing_the_vote(
     servers: Servers,
 ) -> None:
     clients = servers.clients()
-    lock = Redlock(clients, KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
-    assert lock.acquire(blocking=False)
-    lock.release()
+    lock = connected(clients)
     with servers[1].admin() as admin:
         assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
     time.sleep(0.01)
     assert lock.acquire(blocking=False)
-    attempt = lock.last_attempt
-    assert attempt is not None
+    attempt = last_attempt(lock)
     assert attempt.granted == 5
 
 
@@ -184,7 +196,7 @@ def hold_three_of_five(clients: list[redis.Redis], ttl_ms: int) -> Redlock:
     that owner then releases: A holds a bare majority."""
     for i in (3, 4):
         clients[i].set(KEY, OTHER, px=30_000)
-    a = Redlock(clients, KEY, ttl_ms=ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS)
+    a = redlock(clients, ttl_ms)
     assert a.acquire(blocking=False)
     for i in (3, 4):
         clients[i].delete(KEY)
@@ -197,7 +209,7 @@ def test_a_master_restarted_without_persistence_grants_the_lock_twice(
     a = hold_three_of_five(servers.clients(), ttl_ms=10_000)
     servers[2].crash()
     servers[2].restart()  # back at once, with an empty dataset
-    b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
+    b = redlock(servers.clients())
     assert b.acquire(blocking=False), "B wins masters 2, 3 and 4"
     assert a.held
     assert a.validity_remaining_ms() > 5_000, "while A is well inside its validity"
@@ -207,11 +219,7 @@ def test_a_master_restarted_without_persistence_grants_the_lock_twice(
 
 @pytest.fixture(scope="module")
 def five_aof_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    started = start_redis_servers(tmp_path_factory.mktemp("faults-aof"), 5, appendonly=True)
-    servers = Servers(started)
-    yield servers
-    for process in servers.processes:
-        process.stop()
+    yield from start_five(tmp_path_factory.mktemp("faults-aof"), appendonly=True)
 
 
 def test_appendfsync_always_keeps_the_lock_across_a_crash(five_aof_servers: Servers) -> None:
@@ -222,7 +230,7 @@ def test_appendfsync_always_keeps_the_lock_across_a_crash(five_aof_servers: Serv
         servers[2].crash()
         servers[2].restart()  # replays its append-only file: A's key, with its expiry
         assert servers.clients()[2].pttl(KEY) > 5_000
-        b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
+        b = redlock(servers.clients())
         assert not b.acquire(blocking=False)
         assert a.release() == 3
     finally:
@@ -234,7 +242,7 @@ def test_a_restart_delayed_past_the_ttl_never_grants_the_lock_twice(servers: Ser
     a = hold_three_of_five(servers.clients(), ttl_ms=ttl_ms)
     crashed_at = time.monotonic()
     servers[2].crash()
-    b = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
+    b = redlock(servers.clients())
     assert not b.acquire(blocking=False), "while master 2 stays down, B has only 3 and 4"
     # The remedy: keep the crashed master down for longer than the largest TTL.
     time.sleep(max(0.0, ttl_ms / 1000 + 0.05 - (time.monotonic() - crashed_at)))
@@ -244,13 +252,10 @@ def test_a_restart_delayed_past_the_ttl_never_grants_the_lock_twice(servers: Ser
 
 
 def test_the_validity_left_after_a_frozen_master_is_the_arithmetic(servers: Servers) -> None:
-    lock = Redlock(servers.clients(), KEY, ttl_ms=10_000, node_timeout_ms=NODE_TIMEOUT_MS)
-    assert lock.acquire(blocking=False)
-    lock.release()
+    lock = connected(servers.clients())
     with servers[4].frozen():
         assert lock.acquire(blocking=False)
-        attempt = lock.last_attempt
-        assert attempt is not None
+        attempt = last_attempt(lock)
         # The attempt waited the full node timeout for master 4, and that time is
         # gone from the lease: at most 10 000 - 50 - 102 ms are left.
         assert attempt.verdict.elapsed_ms >= NODE_TIMEOUT_MS

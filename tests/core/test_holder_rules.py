@@ -10,12 +10,10 @@ are refused; ``locked()`` and ``owned()`` answer what their names ask.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from importlib import resources
 
 import pytest
 import redis
@@ -35,50 +33,33 @@ from lockguide import (
     WrongOwner,
 )
 from lockguide_lab.testbed import RedisServer
-from tests.support import Backend, real_backend, record_requests
+from tests.support import Backend, LockKind, real_backend, record_requests, script_sha
 
 KEY = "lock:rules"
-RELEASE_SHA = hashlib.sha1(
-    resources.files("lockguide.scripts").joinpath("release.lua").read_bytes()
-).hexdigest()
+RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
 
-class Kind:
+class Kind(LockKind):
     """How to make one kind of lock on the test's backend, and how to look at its servers."""
 
     def __init__(self, name: str, backend: Backend) -> None:
-        self.name = name
+        super().__init__(name, backend, KEY)
         if name == "Redlock":
-            self.servers = backend.masters()
             self.make: Callable[..., AnyLock] = partial(
                 Redlock, self.servers, KEY, node_timeout_ms=100.0
             )
         else:
-            self.servers = [backend.client()]
             cls = FencedLock if name == "FencedLock" else Lock
             self.make = partial(cls, self.servers[0], KEY)
 
-    def holding(self, value: str | None) -> int:
-        """Servers whose key holds ``value``."""
-        return sum(1 for s in self.servers if value and s.get(KEY) == value.encode())
 
-    def with_key(self) -> int:
-        return sum(1 for s in self.servers if s.exists(KEY))
-
-    def expire_everywhere(self) -> None:
-        """The lease runs out on every server (as after a pause past the TTL)."""
-        for server in self.servers:
-            server.delete(KEY)
-
-
-@pytest.fixture(params=["Lock", "FencedLock", "Redlock"])
+@pytest.fixture(params=LockKind.NAMES)
 def kind(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Kind]:
     made = Kind(request.param, backend)
     yield made
-    for server in made.servers:
-        server.close()
+    made.close()
 
 
 # -- 1. leaving a `with` block ----------------------------------------------------------

@@ -32,13 +32,33 @@ from tests.support import Backend
 KEY = "lock:report"
 
 
+Watch = Callable[..., Watchdog]
+
+
 @pytest.fixture
-def dogs() -> Iterator[list[Watchdog]]:
-    """Watchdogs made by a test are stopped at its end, whatever happened."""
+def watch() -> Iterator[Watch]:
+    """``Watchdog(lock, **options)``, stopped at the end of the test whatever happened."""
     made: list[Watchdog] = []
-    yield made
+
+    def watchdog(lock: Any, **options: Any) -> Watchdog:
+        dog = Watchdog(lock, **options)
+        made.append(dog)
+        return dog
+
+    yield watchdog
     for dog in made:
         dog.stop()
+
+
+def extend_fails(
+    monkeypatch: pytest.MonkeyPatch, lock: Lock, error: type[Exception], message: str
+) -> None:
+    """Every renewal of ``lock`` raises ``error(message)``."""
+
+    def extend(ttl_ms: int | None = None) -> None:
+        raise error(message)
+
+    monkeypatch.setattr(lock, "extend", extend)
 
 
 def wait_until(condition: Callable[[], bool], ceiling_s: float = 5.0) -> bool:
@@ -50,12 +70,9 @@ def wait_until(condition: Callable[[], bool], ceiling_s: float = 5.0) -> bool:
     return condition()
 
 
-def test_the_lease_outlives_its_ttl_while_the_watchdog_renews(
-    r: redis.Redis, dogs: list[Watchdog]
-) -> None:
+def test_the_lease_outlives_its_ttl_while_the_watchdog_renews(r: redis.Redis, watch: Watch) -> None:
     lock = Lock(r, KEY, ttl_ms=200)
-    dog = Watchdog(lock, every_ms=50)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=50)
     with dog:
         time.sleep(0.6)  # three TTLs of work
         assert r.get(KEY) == (lock.value or "").encode()
@@ -67,10 +84,9 @@ def test_the_lease_outlives_its_ttl_while_the_watchdog_renews(
     assert not dog.running
 
 
-def test_the_default_interval_is_a_third_of_the_ttl(r: redis.Redis, dogs: list[Watchdog]) -> None:
+def test_the_default_interval_is_a_third_of_the_ttl(r: redis.Redis, watch: Watch) -> None:
     lock = Lock(r, KEY, ttl_ms=240)
-    dog = Watchdog(lock)
-    dogs.append(dog)
+    dog = watch(lock)
     with dog:
         assert wait_until(lambda: dog.renewals >= 1)
         time.sleep(0.3)
@@ -78,12 +94,9 @@ def test_the_default_interval_is_a_third_of_the_ttl(r: redis.Redis, dogs: list[W
     assert dog.renewals >= 2
 
 
-def test_renewal_stops_at_release_and_never_revives_the_key(
-    r: redis.Redis, dogs: list[Watchdog]
-) -> None:
+def test_renewal_stops_at_release_and_never_revives_the_key(r: redis.Redis, watch: Watch) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=30)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=30)
     dog.__enter__()
     assert wait_until(lambda: dog.renewals >= 2)
     dog.release()
@@ -94,12 +107,9 @@ def test_renewal_stops_at_release_and_never_revives_the_key(
     assert r.exists(KEY) == 0
 
 
-def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(
-    r: redis.Redis, dogs: list[Watchdog]
-) -> None:
+def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(r: redis.Redis, watch: Watch) -> None:
     lock = Lock(r, KEY, ttl_ms=200)
-    dog = Watchdog(lock, every_ms=40)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=40)
     dog.__enter__()
     r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands it to B
     assert dog.lost_event.wait(5.0), "the failure must be signalled, not swallowed"
@@ -116,10 +126,9 @@ def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(
     assert not dog.running
 
 
-def test_renewal_is_bounded_then_the_loss_is_flagged(r: redis.Redis, dogs: list[Watchdog]) -> None:
+def test_renewal_is_bounded_then_the_loss_is_flagged(r: redis.Redis, watch: Watch) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=40, max_total_ms=100)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=40, max_total_ms=100)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
     assert 1 <= dog.renewals <= 3, "renewals stop once max_total_ms has passed"
@@ -131,11 +140,10 @@ def test_renewal_is_bounded_then_the_loss_is_flagged(r: redis.Redis, dogs: list[
 
 
 def test_a_bound_shorter_than_one_interval_means_the_lease_simply_runs_out(
-    r: redis.Redis, dogs: list[Watchdog]
+    r: redis.Redis, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=100)
-    dog = Watchdog(lock, every_ms=30, max_total_ms=1)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=30, max_total_ms=1)
     dog.__enter__()
     dog.check()  # fine while the lease lasts
     assert dog.lost_event.wait(5.0)
@@ -145,16 +153,11 @@ def test_a_bound_shorter_than_one_interval_means_the_lease_simply_runs_out(
 
 
 def test_a_crash_in_the_thread_is_reported_not_silent(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=200)
-
-    def explode(ttl_ms: int | None = None) -> None:
-        raise RuntimeError("a bug in the renewal path")
-
-    monkeypatch.setattr(lock, "extend", explode)
-    dog = Watchdog(lock, every_ms=30)
-    dogs.append(dog)
+    extend_fails(monkeypatch, lock, RuntimeError, "a bug in the renewal path")
+    dog = watch(lock, every_ms=30)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
     with pytest.raises(RenewalFailed, match=r"crashed.*a bug in the renewal path"):
@@ -165,7 +168,7 @@ def test_a_crash_in_the_thread_is_reported_not_silent(
 
 
 def test_a_redis_hiccup_is_retried_within_the_lease(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=300)
     real_extend = lock.extend
@@ -177,8 +180,7 @@ def test_a_redis_hiccup_is_retried_within_the_lease(
         real_extend(ttl_ms)
 
     monkeypatch.setattr(lock, "extend", flaky_extend)
-    dog = Watchdog(lock, every_ms=60)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=60)
     with dog:
         assert wait_until(lambda: dog.renewals >= 3)
         assert not dog.lost
@@ -186,28 +188,20 @@ def test_a_redis_hiccup_is_retried_within_the_lease(
 
 
 def test_redis_unreachable_until_the_lease_ends_is_flagged(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, dogs: list[Watchdog]
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-
-    def unreachable(ttl_ms: int | None = None) -> None:
-        raise RedisConnectionError("no route to host")
-
-    monkeypatch.setattr(lock, "extend", unreachable)
-    dog = Watchdog(lock, every_ms=40)
-    dogs.append(dog)
+    extend_fails(monkeypatch, lock, RedisConnectionError, "no route to host")
+    dog = watch(lock, every_ms=40)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
     with pytest.raises(RenewalFailed, match="did not answer"):
         dog.check()
 
 
-def test_a_fenced_lock_keeps_its_token_across_renewals(
-    r: redis.Redis, dogs: list[Watchdog]
-) -> None:
+def test_a_fenced_lock_keeps_its_token_across_renewals(r: redis.Redis, watch: Watch) -> None:
     lock = FencedLock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=40)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=40)
     with dog:
         token = lock.token
         assert wait_until(lambda: dog.renewals >= 3)
@@ -217,12 +211,11 @@ def test_a_fenced_lock_keeps_its_token_across_renewals(
 
 
 def test_a_held_lock_can_be_watched_and_a_busy_one_is_not_acquired(
-    r: redis.Redis, dogs: list[Watchdog]
+    r: redis.Redis, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=1_000)
     assert lock.acquire()
-    dog = Watchdog(lock)
-    dogs.append(dog)
+    dog = watch(lock)
     with dog:
         assert lock.held
     busy = Watchdog(Lock(r, "lock:other", ttl_ms=1_000, timeout_ms=20))
@@ -232,11 +225,10 @@ def test_a_held_lock_can_be_watched_and_a_busy_one_is_not_acquired(
 
 
 def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
-    r: redis.Redis, dogs: list[Watchdog]
+    r: redis.Redis, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=150)
-    dog = Watchdog(lock, every_ms=30)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=30)
     dog.__enter__()
     dog.stop()
     lock.release()
@@ -269,14 +261,11 @@ def test_bad_arguments_are_refused(
         Watchdog(Lock(r, KEY, ttl_ms=1_000), **kwargs)
 
 
-def test_only_a_held_lock_can_be_watched_and_only_once(
-    r: redis.Redis, dogs: list[Watchdog]
-) -> None:
+def test_only_a_held_lock_can_be_watched_and_only_once(r: redis.Redis, watch: Watch) -> None:
     with pytest.raises(BadArgumentType, match="Lock"):
         Watchdog("lock:report")  # type: ignore[arg-type]
     lock = Lock(r, KEY, ttl_ms=1_000)
-    dog = Watchdog(lock)
-    dogs.append(dog)
+    dog = watch(lock)
     with pytest.raises(NotOwned):
         dog.start()
     lock.acquire()
@@ -292,11 +281,10 @@ def test_only_a_held_lock_can_be_watched_and_only_once(
 
 
 def test_by_default_the_watchdog_renews_until_the_holder_releases(
-    r: redis.Redis, dogs: list[Watchdog]
+    r: redis.Redis, watch: Watch
 ) -> None:
     lock = Lock(r, KEY, ttl_ms=120)
-    dog = Watchdog(lock, every_ms=15)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=15)
     with dog:
         assert wait_until(lambda: dog.renewals >= 15, 10.0), "past the old bound of 10 renewals"
         assert not dog.lost
@@ -304,13 +292,10 @@ def test_by_default_the_watchdog_renews_until_the_holder_releases(
     assert r.exists(KEY) == 0
 
 
-def test_the_watchdog_renews_a_redlock_on_a_majority(
-    backend: Backend, dogs: list[Watchdog]
-) -> None:
+def test_the_watchdog_renews_a_redlock_on_a_majority(backend: Backend, watch: Watch) -> None:
     masters = backend.masters()
     lock = Redlock(masters, KEY, ttl_ms=300, node_timeout_ms=100)
-    dog = Watchdog(lock, every_ms=60)
-    dogs.append(dog)
+    dog = watch(lock, every_ms=60)
     with dog:
         assert wait_until(lambda: dog.renewals >= 4, 10.0), "the lease outlives its TTL"
         assert not dog.lost

@@ -25,7 +25,7 @@ from lockguide_lab.scenarios.advisory import (
     AdvisoryScenario,
     Postgres,
 )
-from lockguide_lab.scenarios.recorded import load, save, verdicts
+from tests.lab.recorded import matches_recorded
 from tests.support import start_postgres
 
 RECORDED = Path(__file__).resolve().parents[2] / "docs" / "lab" / "recorded"
@@ -74,12 +74,4 @@ def test_advisory_run_matches_its_recorded_timeline(
 ) -> None:
     broken, fixed = scenario.both(postgres)
     expect(scenario, broken, fixed)
-    path = recorded_path(scenario)
-    if request.config.getoption("--update-recorded") or not path.exists():
-        save(path, broken, fixed)
-        return
-    kept = load(path)
-    assert [verdicts(t) for t in kept] == [verdicts(broken), verdicts(fixed)], (
-        f"{path.name} no longer matches what PostgreSQL does; rerun with --update-recorded "
-        "if the change is intended"
-    )
+    matches_recorded(request, recorded_path(scenario), broken, fixed, "PostgreSQL")

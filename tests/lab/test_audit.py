@@ -13,15 +13,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 import lockguide
-from lockguide import Redlock
 from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_all, audit_on
 from lockguide_lab.audit.adapters import process_clock
-from lockguide_lab.audit.adapters.lockguide_redlock import NODE_TIMEOUT_MS, RedlockAdapter
+from lockguide_lab.audit.adapters.lockguide_redlock import RedlockAdapter
 from lockguide_lab.audit.page import LIBRARIES, render
 from lockguide_lab.audit.servers import server_at
 from tests.docs.test_docs import ROOT
@@ -148,29 +147,17 @@ def test_watchdog_tells_the_holder_its_renewal_failed(
 class _RedlockWithoutDrift(RedlockAdapter):
     """lockguide's Redlock told to allow no drift at all (its public options)."""
 
-    def make_lock(self, key: str, ttl_ms: int) -> Redlock:
-        return Redlock(
-            self.clients,
-            key,
-            ttl_ms=ttl_ms,
-            node_timeout_ms=NODE_TIMEOUT_MS,
-            clock=process_clock,
-            drift_factor=0.0,
-            drift_floor_ms=0.0,
-        )
+    options: ClassVar[dict[str, Any]] = {
+        "clock": process_clock,
+        "drift_factor": 0.0,
+        "drift_floor_ms": 0.0,
+    }
 
 
 class _RedlockOnTheWallClock(RedlockAdapter):
     """lockguide's Redlock timed with ``time.time`` (looked up at each call)."""
 
-    def make_lock(self, key: str, ttl_ms: int) -> Redlock:
-        return Redlock(
-            self.clients,
-            key,
-            ttl_ms=ttl_ms,
-            node_timeout_ms=NODE_TIMEOUT_MS,
-            clock=lambda: time.time(),
-        )
+    options: ClassVar[dict[str, Any]] = {"clock": lambda: time.time()}
 
 
 def test_drift_check_reaches_lockguide_redlock_arithmetic(audit_servers: list[Server]) -> None:

@@ -33,8 +33,8 @@ from lockguide_lab.scenarios.consensus import (
     ConsensusWaiterOutwaits,
     ConsensusWipedMember,
 )
-from lockguide_lab.scenarios.recorded import load, save, verdicts
 from lockguide_lab.testbed.consensus import ConsensusCluster
+from tests.lab.recorded import matches_recorded
 
 RECORDED = Path(__file__).resolve().parents[2] / "docs" / "lab" / "recorded"
 
@@ -115,14 +115,8 @@ def test_consensus_run_matches_its_recorded_timeline(
 ) -> None:
     broken, fixed = consensus_runs(system, scenario)
     expect(scenario, broken, fixed, system)
-    path = recorded_path(system, scenario)
-    if request.config.getoption("--update-recorded") or not path.exists():
-        save(path, broken, fixed)
-        return
-    kept = load(path)
-    assert [verdicts(t) for t in kept] == [verdicts(broken), verdicts(fixed)], (
-        f"{path.name} no longer matches what the {system} cluster does; rerun with "
-        "--update-recorded if the change is intended"
+    matches_recorded(
+        request, recorded_path(system, scenario), broken, fixed, f"the {system} cluster"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,19 +24,14 @@ from lockguide_lab.scenarios import (
     BareDelAfterExpiry,
     ClockJumpOnOneNode,
     FailoverLosesLock,
-    FakeTestbed,
     PausedHolder,
-    RealTestbed,
     RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
     SplitVote,
-    Testbed,
     Timeline,
     WorkOutlastsTtl,
 )
-from lockguide_lab.testbed import RedisServer
-from tests.support import redis_server_executable
 
 #: (the lock's grants overlap: the pair, or None; the resource took a stale write: the pair)
 #: for each broken run. The first of a pair came first; the second is the one that clashed.
@@ -58,34 +53,18 @@ BROKEN: dict[type[Scenario], tuple[tuple[str, str] | None, tuple[str, str] | Non
 FIXED_AT_THE_RESOURCE = {FailoverLosesLock: ("A", "B"), ClockJumpOnOneNode: ("A", "B")}
 
 
-@pytest.fixture(
-    scope="module",
-    params=["fakeredis", pytest.param("redis-server", marks=pytest.mark.real_redis)],
-)
-def testbed(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Testbed]:
-    made: Testbed
-    if request.param == "fakeredis":
-        made = FakeTestbed()
-    else:
-        redis_server_executable()
-        server: RedisServer = request.getfixturevalue("redis_server")
-        made = RealTestbed(tmp_path_factory.mktemp("history-servers"), resource=server.client())
-    yield made
-    made.close()
-
-
-Runs = Callable[[type[Scenario], str], tuple[Timeline, Judgement]]
+Runs = Callable[[type[Scenario], str], Timeline]
+Judged = Callable[[type[Scenario], str], tuple[Timeline, Judgement]]
 
 
 @pytest.fixture(scope="module")
-def runs(testbed: Testbed) -> Runs:
+def judged(runs: Runs) -> Judged:
+    """Each run of ``runs`` (conftest.py) with the models' judgement of its history."""
     cache: dict[tuple[type[Scenario], str], tuple[Timeline, Judgement]] = {}
 
     def run(scenario: type[Scenario], way: str) -> tuple[Timeline, Judgement]:
         if (scenario, way) not in cache:
-            timeline = scenario().run(testbed, way)
+            timeline = runs(scenario, way)
             cache[scenario, way] = (timeline, judge(timeline.history))
         return cache[scenario, way]
 
@@ -94,9 +73,9 @@ def runs(testbed: Testbed) -> Runs:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_a_broken_run_fails_the_models_with_the_clashing_pair_named(
-    runs: Runs, scenario: type[Scenario]
+    judged: Judged, scenario: type[Scenario]
 ) -> None:
-    timeline, judgement = runs(scenario, "broken")
+    timeline, judgement = judged(scenario, "broken")
     lease_pair, fenced_pair = BROKEN[scenario]
     assert judgement.lease.ok is (lease_pair is None), judgement.lease.report()
     assert judgement.pair(judgement.lease) == lease_pair
@@ -107,8 +86,10 @@ def test_a_broken_run_fails_the_models_with_the_clashing_pair_named(
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
-def test_a_fixed_run_passes_the_fenced_resource_model(runs: Runs, scenario: type[Scenario]) -> None:
-    timeline, judgement = runs(scenario, "fixed")
+def test_a_fixed_run_passes_the_fenced_resource_model(
+    judged: Judged, scenario: type[Scenario]
+) -> None:
+    timeline, judgement = judged(scenario, "fixed")
     assert judgement.fenced.ok, judgement.fenced.report()
     assert timeline.outcome.safe
     overlap = FIXED_AT_THE_RESOURCE.get(scenario)
@@ -116,8 +97,8 @@ def test_a_fixed_run_passes_the_fenced_resource_model(runs: Runs, scenario: type
     assert judgement.pair(judgement.lease) == overlap
 
 
-def test_a_run_records_every_grant_write_and_the_final_read(runs: Runs) -> None:
-    timeline, _ = runs(PausedHolder, "fixed")
+def test_a_run_records_every_grant_write_and_the_final_read(judged: Judged) -> None:
+    timeline, _ = judged(PausedHolder, "fixed")
     ops = parse(timeline.history)
     seen = [(op.invoke.extra["client"] if op.invoke else "", op.f, str(op.status)) for op in ops]
     assert seen == [
@@ -133,16 +114,16 @@ def test_a_run_records_every_grant_write_and_the_final_read(runs: Runs) -> None:
     assert tokens[0] > tokens[1]  # B's token is the newer one
 
 
-def test_renewals_are_recorded_as_grants_that_extend_the_window(runs: Runs) -> None:
-    _, judgement = runs(WorkOutlastsTtl, "fixed")
+def test_renewals_are_recorded_as_grants_that_extend_the_window(judged: Judged) -> None:
+    _, judgement = judged(WorkOutlastsTtl, "fixed")
     renewals = [op for op in judgement.operations if op.f == "renew" and op.required]
     assert renewals, "the watchdog renewed at least once"
     ends = [op.value["window"][1] for op in renewals]
     assert ends == sorted(ends)
 
 
-def test_the_cli_judges_a_saved_run_key_by_key(runs: Runs, tmp_path: Path) -> None:
-    timeline, _ = runs(BareDelAfterExpiry, "broken")
+def test_the_cli_judges_a_saved_run_key_by_key(judged: Judged, tmp_path: Path) -> None:
+    timeline, _ = judged(BareDelAfterExpiry, "broken")
     path = tmp_path / "bare-del.jsonl"
     path.write_text(timeline.history, encoding="utf-8")
 

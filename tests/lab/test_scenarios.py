@@ -10,7 +10,7 @@ and what the resource ended with, never about how long anything took.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -27,7 +27,6 @@ from lockguide_lab.scenarios import (
     FakeTestbed,
     Kind,
     PausedHolder,
-    RealTestbed,
     RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
@@ -37,44 +36,9 @@ from lockguide_lab.scenarios import (
     VersionedResource,
     WorkOutlastsTtl,
 )
-from lockguide_lab.testbed import RedisServer
-from tests.support import redis_server_executable
 
-
-@pytest.fixture(
-    scope="module",
-    params=["fakeredis", pytest.param("redis-server", marks=pytest.mark.real_redis)],
-)
-def testbed(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Testbed]:
-    """A FakeTestbed (virtual clock) or a RealTestbed (real servers, real time)."""
-    made: Testbed
-    if request.param == "fakeredis":
-        made = FakeTestbed()
-    else:
-        redis_server_executable()  # skips (or fails under CI) without redis-server
-        server: RedisServer = request.getfixturevalue("redis_server")
-        base = tmp_path_factory.mktemp("scenario-servers")
-        made = RealTestbed(base, resource=server.client())
-    yield made
-    made.close()
-
-
+#: What the ``runs`` fixture (conftest.py) returns: each run of the module's ``testbed``.
 Runs = Callable[[type[Scenario], str], Timeline]
-
-
-@pytest.fixture(scope="module")
-def runs(testbed: Testbed) -> Runs:
-    """Each scenario with its default settings, run once per testbed and way, then reused."""
-    cache: dict[tuple[type[Scenario], str], Timeline] = {}
-
-    def run(scenario: type[Scenario], way: str) -> Timeline:
-        if (scenario, way) not in cache:
-            cache[scenario, way] = scenario().run(testbed, way)
-        return cache[scenario, way]
-
-    return run
 
 
 # -- each scenario, both ways ---------------------------------------------------------------

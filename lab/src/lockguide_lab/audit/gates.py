@@ -27,7 +27,7 @@ import time
 
 from lockguide_lab.testbed.clock import real_now
 
-__all__ = ["CrashGate", "ErrorGate", "HoldGate", "PauseGate", "wait_stopped"]
+__all__ = ["AllRepliesGate", "CrashGate", "ErrorGate", "HoldGate", "PauseGate", "wait_stopped"]
 
 
 def _send(client: socket.socket, reply: bytes) -> None:
@@ -79,7 +79,65 @@ class HoldGate:
             _send(client, reply)
 
 
-class PauseGate:
+class AllRepliesGate:
+    """Hold the watched replies until every master has answered, then :meth:`_let_go` once.
+
+    A lock that asks one master after another (waiting for each reply) never has
+    them all out at once: when the replies held are all it is waiting for and no
+    request came for ``quiet_s``, they are let go. A reply that comes after is
+    sent at once.
+    """
+
+    def __init__(self, masters: int, quiet_s: float) -> None:
+        self.masters = masters
+        self.quiet_s = quiet_s
+        self._cond = threading.Condition()
+        self._first: float | None = None
+        self._seen = 0
+        self._held: list[tuple[socket.socket, bytes]] = []
+        self._released = False
+
+    def request_seen(self, seen: float) -> None:
+        """A watched request passed a link at ``seen`` (on :func:`real_now`)."""
+        with self._cond:
+            if self._first is None:
+                self._first = seen
+            self._seen += 1
+            self._cond.notify_all()
+
+    def hold(self, client: socket.socket, reply: bytes) -> None:
+        """Hold ``reply`` for ``client`` until the release (sent at once if that is over)."""
+        with self._cond:
+            if self._released:
+                _send(client, reply)
+                return
+            self._held.append((client, reply))
+            while len(self._held) < self.masters:
+                seen = self._seen
+                woken = self._cond.wait(self.quiet_s)
+                if self._released:
+                    return  # another thread sent ours
+                if not woken and seen == self._seen and len(self._held) >= seen:
+                    break  # nothing else outstanding: a lock that asks one master at a time
+            self._let_go()
+            self._released = True
+            self._held.clear()
+            self._cond.notify_all()
+
+    def _let_go(self) -> None:
+        """What happens to the replies held (:attr:`_held`): sent, one way or another."""
+        raise NotImplementedError
+
+    def _send_held(self) -> None:
+        for client, reply in self._held:
+            _send(client, reply)
+
+    def _first_seen(self) -> float:
+        """When the first watched request passed a link (now, if none did)."""
+        return self._first if self._first is not None else real_now()
+
+
+class PauseGate(AllRepliesGate):
     """A real pause between the grant and the holder reading it.
 
     The replies to the lock's ``SET`` are held until every master has answered
@@ -96,62 +154,28 @@ class PauseGate:
     def __init__(
         self, masters: int, pause_s: float, *, quiet_s: float = 0.01, replies_first: bool = False
     ) -> None:
-        self.masters = masters
+        super().__init__(masters, quiet_s)
         self.pause_s = pause_s
-        self.quiet_s = quiet_s
         self.replies_first = replies_first
         self.pid: int | None = None
         self.paused_s: float | None = None
         self.error: str | None = None
-        self._cond = threading.Condition()
-        self._first: float | None = None
-        self._seen = 0
-        self._held: list[tuple[socket.socket, bytes]] = []
-        self._released = False
 
-    def request_seen(self, seen: float) -> None:
-        with self._cond:
-            if self._first is None:
-                self._first = seen
-            self._seen += 1
-            self._cond.notify_all()
-
-    def hold(self, client: socket.socket, reply: bytes) -> None:
-        with self._cond:
-            if self._released:
-                _send(client, reply)
-                return
-            self._held.append((client, reply))
-            while len(self._held) < self.masters:
-                seen = self._seen
-                woken = self._cond.wait(self.quiet_s)
-                if self._released:
-                    return
-                if not woken and seen == self._seen and len(self._held) >= seen:
-                    break  # nothing else outstanding: a lock that asks one master at a time
-            self._pause()
-            self._released = True
-            self._held.clear()
-            self._cond.notify_all()
-
-    def _pause(self) -> None:
+    def _let_go(self) -> None:
         pid = self.pid
         if pid is None:
             self.error = "no holder process to stop"
-            for client, reply in self._held:
-                _send(client, reply)
+            self._send_held()
             return
         if self.replies_first:
-            for client, reply in self._held:
-                _send(client, reply)
+            self._send_held()
             time.sleep(0.05)  # the holder reads them before it is stopped
         os.kill(pid, signal.SIGSTOP)
         if not wait_stopped(pid):
             self.error = "the holder process did not stop"
         if not self.replies_first:
-            for client, reply in self._held:
-                _send(client, reply)
-        first = self._first if self._first is not None else real_now()
+            self._send_held()
+        first = self._first_seen()
         left = self.pause_s - (real_now() - first)
         if left > 0:
             time.sleep(left)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lockguide_lab.audit.report import CHECKS, Report, Status
+from lockguide_lab.audit.report import CHECKS, MARKS, Report, Status
 from lockguide_lab.audit.run import BUILTIN, audit_all, started
 
 __all__ = ["FACTS", "LIBRARIES", "MASTERS", "NOTES", "RELEASED", "Fact", "render", "run_all"]
@@ -47,15 +47,6 @@ RELEASED: dict[str, str] = {
     "redlock-py": "2016-03-08",
     "sherlock": "2023-02-18",
     "portalocker": "2026-10-28",
-}
-
-_MARK = {
-    Status.PASS: "✅",
-    Status.FAIL: "❌",
-    Status.WARN: "⚠️",
-    Status.NA: "n/a",
-    Status.NOT_RUN: "not run",
-    Status.ERROR: "error",
 }
 
 
@@ -209,7 +200,7 @@ NOTES: tuple[str, ...] = (
 )
 
 #: The marks in the table; n/a is a dash, so an empty cell costs the reader no words.
-_TABLE_MARK = {**_MARK, Status.NA: "\N{EN DASH}", Status.NOT_RUN: "○"}
+_TABLE_MARK = {**MARKS, Status.NA: "\N{EN DASH}", Status.NOT_RUN: "○"}
 
 
 def render(reports: Sequence[Report]) -> str:

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CHECKS", "Check", "Report", "Row", "Status"]
+__all__ = ["CHECKS", "MARKS", "Check", "Report", "Row", "Status"]
 
 
 class Status(enum.StrEnum):
@@ -61,7 +61,7 @@ CHECKS: tuple[Check, ...] = (
 CHECKS_BY_ID = {check.id: check for check in CHECKS}
 
 #: How each status is shown in Markdown (the comparison page and ``--format markdown``).
-_MARKS = {
+MARKS = {
     Status.PASS: "✅",
     Status.FAIL: "❌",
     Status.WARN: "⚠️",
@@ -169,7 +169,7 @@ class Report:
             "| --- | :-: | :-: | --- |",
         ]
         for row in self.rows:
-            cells = [row.title, "yes" if row.must else "", _MARKS[row.status], row.summary]
+            cells = [row.title, "yes" if row.must else "", MARKS[row.status], row.summary]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines += [
             "",

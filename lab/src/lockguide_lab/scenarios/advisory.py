@@ -189,11 +189,32 @@ class AdvisoryScenario:
                 return False
             time.sleep(0.05)
 
-    def _b_finishes(self, record: Recorder, b: _Client) -> None:
+    def _b_writes(self, record: Recorder, b: _Client, for_ms: float) -> None:
+        """B tries for ``for_ms``; if it acquires, it writes and releases."""
+        if not self._b_tries(record, b, for_ms):
+            return
         self._write(record, b, "B's update")
         time.sleep(0.005)  # the write is inside the lock: keep the two apart on the timeline
         b.unlock()
         record("B", Kind.RELEASED)
+
+    @staticmethod
+    def _clients(pg: Postgres, fixed: bool, clients: list[_Client], *names: str) -> list[_Client]:
+        """A client for each of ``names``, kept in ``clients`` (closed at the end of the run)."""
+        made = [_Client(pg, name, fixed) for name in names]
+        clients += made
+        return made
+
+    @staticmethod
+    def _a_takes(record: Recorder, a: _Client, detail: str) -> None:
+        """The run's clock starts, and A takes the lock (free at the start of every run)."""
+        record.t0 = time.monotonic()
+        assert a.try_lock()
+        record("A", Kind.ACQUIRED, detail)
+
+    def _until_work_done(self, record: Recorder) -> None:
+        """Until ``work_ms`` after the run's start."""
+        time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
 
 
 @dataclass(frozen=True)
@@ -203,22 +224,17 @@ class AdvisoryPausedHolder(AdvisoryScenario):
     title: ClassVar[str] = "The holder paused"
 
     def script(self, pg: Postgres, fixed: bool, record: Recorder, clients: list[_Client]) -> None:
-        a = _Client(pg, "A", fixed)
-        b = _Client(pg, "B", fixed)
-        clients += [a, b]
-        record.t0 = time.monotonic()
-        assert a.try_lock()
-        record("A", Kind.ACQUIRED, "no lease: held until released or the session ends")
+        a, b = self._clients(pg, fixed, clients, "A", "B")
+        self._a_takes(record, a, "no lease: held until released or the session ends")
         record("A", Kind.PAUSED, f"stops {self.work_ms} ms before its write")
         self._b_tries(record, b, self.work_ms * 0.9)
-        time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
+        self._until_work_done(record)
         record("A", Kind.RESUMED)
         self._write(record, a, "A's update")
         time.sleep(0.005)
         a.unlock()
         record("A", Kind.RELEASED)
-        if self._b_tries(record, b, 2000):
-            self._b_finishes(record, b)
+        self._b_writes(record, b, 2000)
 
 
 @dataclass(frozen=True)
@@ -228,20 +244,15 @@ class AdvisoryLostConnection(AdvisoryScenario):
     title: ClassVar[str] = "The holder's connection lost"
 
     def script(self, pg: Postgres, fixed: bool, record: Recorder, clients: list[_Client]) -> None:
-        a = _Client(pg, "A", fixed)
-        b = _Client(pg, "B", fixed)
-        clients += [a, b]
-        record.t0 = time.monotonic()
-        assert a.try_lock()
-        record("A", Kind.ACQUIRED, f"starts {self.work_ms} ms of work")
+        a, b = self._clients(pg, fixed, clients, "A", "B")
+        self._a_takes(record, a, f"starts {self.work_ms} ms of work")
         pid = a.lock_conn.info.backend_pid
         with pg.connect() as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         record("server", Kind.SERVER, "A's lock session ended (pg_terminate_backend)")
         record("A", Kind.EXPIRED, "its session ended, and the server released its lock")
-        if self._b_tries(record, b, 5000):
-            self._b_finishes(record, b)
-        time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
+        self._b_writes(record, b, 5000)
+        self._until_work_done(record)
         self._write(record, a, "A's update")  # A does not know: it did not ask
         with contextlib.suppress(Exception):
             a.unlock()
@@ -254,11 +265,8 @@ class AdvisoryRestart(AdvisoryScenario):
     title: ClassVar[str] = "The server restarted"
 
     def script(self, pg: Postgres, fixed: bool, record: Recorder, clients: list[_Client]) -> None:
-        a = _Client(pg, "A", fixed)
-        clients.append(a)
-        record.t0 = time.monotonic()
-        assert a.try_lock()
-        record("A", Kind.ACQUIRED, f"starts {self.work_ms} ms of work")
+        (a,) = self._clients(pg, fixed, clients, "A")
+        self._a_takes(record, a, f"starts {self.work_ms} ms of work")
         pg.restart()
         give_up = time.monotonic() + 30
         while True:  # until the restarted server takes connections
@@ -271,11 +279,9 @@ class AdvisoryRestart(AdvisoryScenario):
                 time.sleep(0.1)
         record("server", Kind.SERVER, "PostgreSQL restarted (fast shutdown): locks are in memory")
         record("A", Kind.EXPIRED, "its session ended with the server, and its lock with it")
-        b = _Client(pg, "B", fixed)
-        clients.append(b)
-        if self._b_tries(record, b, 5000):
-            self._b_finishes(record, b)
-        time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
+        (b,) = self._clients(pg, fixed, clients, "B")
+        self._b_writes(record, b, 5000)
+        self._until_work_done(record)
         self._write(record, a, "A's update")
 
 

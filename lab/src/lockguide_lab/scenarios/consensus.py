@@ -73,7 +73,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -82,6 +82,7 @@ from lockguide.errors import LockError
 from lockguide.fencing import SqlFencedStore
 from lockguide_lab.history.record import LEASE_KEY, RESOURCE_KEY, Pending
 from lockguide_lab.history.record import Recorder as History
+from lockguide_lab.scenarios.resources import fenced_write
 from lockguide_lab.scenarios.timeline import Event, Kind, Timeline
 from lockguide_lab.testbed.consensus import (
     ConsensusCluster,
@@ -146,10 +147,7 @@ class SqlResource:
             self._db.execute("UPDATE fenced_resource SET value = ? WHERE name = 'ledger'", (value,))
             self._db.commit()
             return True, f"token {token} not checked"
-        result = self.store.try_write(token, value)
-        if result.accepted:
-            return True, f"token {token}"
-        return False, f"token {token}, but the resource has accepted token {result.highest}"
+        return fenced_write(self.store, token, value)
 
     def read(self) -> str | None:
         return self.store.read().value
@@ -336,7 +334,9 @@ class ConsensusScenario:
         clients: list[Any] = []
         record = Recorder(self.ttl_ms)
         try:
-            self.script(cluster, record, resource, db, clients)
+            self.script(
+                _Run(cluster, record, resource, db, clients, self._key(cluster), self.ttl_ms)
+            )
             final = record.read(resource)
         finally:
             for client in clients:
@@ -367,18 +367,113 @@ class ConsensusScenario:
         """The broken run, then the fixed run."""
         return self.run(cluster, "broken", workdir), self.run(cluster, "fixed", workdir)
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
+    def script(self, run: _Run) -> None:
         raise NotImplementedError
 
     def _key(self, cluster: ConsensusCluster) -> str:
         return f"{self.key}:{time.monotonic_ns()}"  # a fresh key per run
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a scenario's script works with, and the steps the scripts share."""
+
+    cluster: ConsensusCluster
+    record: Recorder
+    resource: SqlResource
+    db: Path
+    clients: list[Any]
+    key: str  # this run's own
+    ttl_ms: int
+
+    def lock(self, address: str | list[str] | None = None) -> ConsensusLock:
+        """A client's lock on the run's key, reaching the cluster at ``address`` (or directly)."""
+        where = _address(self.cluster) if address is None else address
+        return make_lock(self.cluster.kind, where, self.key, self.ttl_ms, self.clients)
+
+    def start(self) -> None:
+        """The run's clock starts now."""
+        self.record.t0 = time.monotonic()
+
+    def started(self) -> tuple[ConsensusLock, ConsensusLock]:
+        """A's lock and B's, both made before the run's clock starts."""
+        a, b = self.lock(), self.lock()
+        self.start()
+        return a, b
+
+    def takes(
+        self,
+        who: str,
+        lock: ConsensusLock,
+        timeout_ms: float,
+        *,
+        held: str = "",
+        refused: str | Callable[[], str] | None = "",
+        check: bool = False,
+    ) -> bool:
+        """``who`` acquires ``lock`` (then calls ``check()``, with ``check``), recorded as
+        "token N" and ``held``; or is refused, recorded with ``refused`` (unless None), and
+        False."""
+        if not self.record.acquire(who, lock, timeout_ms):
+            if refused is not None:
+                why = refused if isinstance(refused, str) else refused()
+                self.record(who, Kind.NOT_ACQUIRED, why)
+            return False
+        if check:
+            lock.check()
+        self.record(who, Kind.ACQUIRED, f"token {lock.token}{held}")
+        return True
+
+    def write(self, who: str, token: int, resource: SqlResource | None = None) -> None:
+        """``who`` writes "<who>'s update" with ``token`` (to ``resource``, or the run's), the
+        call and its outcome recorded."""
+        record, value = self.record, f"{who}'s update"
+        target = self.resource if resource is None else resource
+        write = record.writing(who, token, value)
+        try:
+            accepted, detail = target.write(token, value)
+        except BaseException:
+            write.info()
+            raise
+        write.ok() if accepted else write.fail()
+        record(who, Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED, detail, value)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[SqlResource]:
+        """The resource on a connection of its own (SQLite: one per thread)."""
+        mine = SqlResource(self.db, fenced=self.resource.fenced)
+        try:
+            yield mine
+        finally:
+            mine.close()
+
+    def finishes(self, who: str, lock: ConsensusLock) -> None:
+        """``who`` writes with its lock's token, then releases it."""
+        self.write(who, lock.token)
+        self.record.release(who, lock)
+        self.record(who, Kind.RELEASED)
+
+    def still_holds(self, who: str, lock: ConsensusLock) -> bool:
+        """``lock.check()``: a lock found lost is recorded (its lease ended by now), and False."""
+        try:
+            lock.check()
+        except LockError as error:
+            self.record.ended(who)  # found lost: it had ended by now
+            self.record(who, Kind.LOST, str(error).split(":")[0])
+            return False
+        return True
+
+    def outlived(self, who: str, etcd: str, zookeeper: str) -> None:
+        """Until the cluster deletes the key (30 s at most): ``who``'s lease ended, in the
+        words for this cluster."""
+        deadline = time.monotonic() + 30
+        while not (gone := _lock_gone(self.cluster, self.key, self.clients)):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        if gone:  # the cluster deleted the key by now: the lease ended no later
+            self.record.ended(who)
+        self.record(who, Kind.EXPIRED, etcd if self.cluster.kind == "etcd" else zookeeper)
 
 
 def _fatal(log: Path, error: Exception) -> str:
@@ -474,17 +569,10 @@ class ConsensusPausedHolder(ConsensusScenario):
 
     title: ClassVar[str] = "The holder paused past its lease"
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        key = self._key(cluster)
-        address = _address(cluster)
-        with _holder(cluster.kind, address, key, self.ttl_ms, db, resource.fenced) as a:
+    def script(self, run: _Run) -> None:
+        record, cluster = run.record, run.cluster
+        address, fenced = _address(cluster), run.resource.fenced
+        with _holder(cluster.kind, address, run.key, self.ttl_ms, run.db, fenced) as a:
             got = a.read()
             record.t0 = time.monotonic()  # the run starts when A holds the lock
             record.took("A")
@@ -492,23 +580,15 @@ class ConsensusPausedHolder(ConsensusScenario):
             # A is about to write: the process stops here (a GC pause, a stalled VM).
             a.pause()
             record("A", Kind.PAUSED, "SIGSTOP, just before its write")
-            deadline = time.monotonic() + 30
-            while not (gone := _lock_gone(cluster, key, clients)) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if gone:  # the cluster deleted A's key by now: its lease ended no later
-                record.ended("A")
-            ended = (
-                "the cluster revoked its lease, deleting the key"
-                if cluster.kind == "etcd"
-                else "its session expired; the ensemble deleted its node"
+            run.outlived(
+                "A",
+                etcd="the cluster revoked its lease, deleting the key",
+                zookeeper="its session expired; the ensemble deleted its node",
             )
-            record("A", Kind.EXPIRED, ended)
-            b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-            if not record.acquire("B", b, 10_000):
-                record("B", Kind.NOT_ACQUIRED, "still held")
+            b = run.lock()
+            if not run.takes("B", b, 10_000, refused="still held"):
                 return
-            record("B", Kind.ACQUIRED, f"token {b.token}")
-            self._write(record, resource, "B", b.token, "B's update")
+            run.write("B", b.token)
             time.sleep(0.2)
             a.resume()
             record("A", Kind.RESUMED, "SIGCONT: carries on from the line after its check")
@@ -528,17 +608,6 @@ class ConsensusPausedHolder(ConsensusScenario):
             record.release("B", b)
             record("B", Kind.RELEASED)
 
-    @staticmethod
-    def _write(record: Recorder, resource: SqlResource, who: str, token: int, value: str) -> None:
-        write = record.writing(who, token, value)
-        try:
-            accepted, detail = resource.write(token, value)
-        except BaseException:
-            write.info()
-            raise
-        write.ok() if accepted else write.fail()
-        record(who, Kind.WRITE_ACCEPTED if accepted else Kind.WRITE_REFUSED, detail, value)
-
 
 @dataclass(frozen=True)
 class ConsensusLeaderKilled(ConsensusScenario):
@@ -546,23 +615,11 @@ class ConsensusLeaderKilled(ConsensusScenario):
 
     title: ClassVar[str] = "The leader killed while the lock is held"
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        key = self._key(cluster)
-        address = _address(cluster)
-        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        record.t0 = time.monotonic()
-        if not record.acquire("A", a, 5_000):
-            record("A", Kind.NOT_ACQUIRED)
+    def script(self, run: _Run) -> None:
+        record, cluster = run.record, run.cluster
+        a, b = run.started()
+        if not run.takes("A", a, 5_000):
             return
-        record("A", Kind.ACQUIRED, f"token {a.token}")
         leader = cluster.leader()
         cluster.kill(leader)
         record("cluster", Kind.SERVER, f"leader {cluster.members[leader].name} killed (SIGKILL)")
@@ -576,15 +633,9 @@ class ConsensusLeaderKilled(ConsensusScenario):
             record("B", Kind.RELEASED)
         else:
             record("B", Kind.NOT_ACQUIRED, f"refused for {wait} ms, longer than A's lease")
-        try:
-            a.check()
-        except LockError as error:
-            record.ended("A")  # found lost: it had ended by now
-            record("A", Kind.LOST, str(error).split(":")[0])
+        if not run.still_holds("A", a):
             return
-        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        record.release("A", a)
-        record("A", Kind.RELEASED)
+        run.finishes("A", a)
         cluster.restart(leader)
         record("cluster", Kind.SERVER, f"{cluster.members[leader].name} restarted")
 
@@ -595,19 +646,9 @@ class ConsensusMajorityDown(ConsensusScenario):
 
     title: ClassVar[str] = "A majority of the cluster down"
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        key = self._key(cluster)
-        address = _address(cluster)
-        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        record.t0 = time.monotonic()
+    def script(self, run: _Run) -> None:
+        record, cluster = run.record, run.cluster
+        a, b = run.started()
         down = [cluster.leader()]
         down.append(next(i for i in range(len(cluster.members)) if i not in down))
         for index in down:
@@ -620,7 +661,7 @@ class ConsensusMajorityDown(ConsensusScenario):
                 continue
             if got:
                 record(name, Kind.ACQUIRED, f"token {lock.token}")
-                ConsensusPausedHolder._write(record, resource, name, lock.token, f"{name}'s update")
+                run.write(name, lock.token)
             else:
                 record(name, Kind.NOT_ACQUIRED, "refused")
         cluster.restart(*down)
@@ -634,15 +675,8 @@ class ConsensusCutOffHolder(ConsensusScenario):
     title: ClassVar[str] = "The holder cut off from the cluster"
     work_ms: int = 4000
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        key = self._key(cluster)
+    def script(self, run: _Run) -> None:
+        record, cluster = run.record, run.cluster
         links = [Link((LOOPBACK, m.client_port)) for m in cluster.members]
         try:
             if isinstance(cluster, EtcdCluster):
@@ -651,36 +685,24 @@ class ConsensusCutOffHolder(ConsensusScenario):
                 ]
             else:
                 through = ",".join(f"{h}:{p}" for h, p in (x.address for x in links))
-            a = make_lock(cluster.kind, through, key, self.ttl_ms, clients)
-            b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
-            record.t0 = time.monotonic()
-            if not record.acquire("A", a, 5_000):
-                record("A", Kind.NOT_ACQUIRED)
+            a, b = run.lock(through), run.lock()
+            run.start()
+            if not run.takes("A", a, 5_000, held="; check() passed, starts its work", check=True):
                 return
-            a.check()
-            record("A", Kind.ACQUIRED, f"token {a.token}; check() passed, starts its work")
             for link in links:
                 link.cut()
             record("cluster", Kind.SERVER, "A's links to all three members cut")
-            deadline = time.monotonic() + 30
-            while not (gone := _lock_gone(cluster, key, clients)) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if gone:  # the cluster deleted A's key by now: its lease ended no later
-                record.ended("A")
-            ended = (
-                "no keep-alive arrived: the cluster revoked its lease"
-                if cluster.kind == "etcd"
-                else "no heartbeat arrived: its session expired"
+            run.outlived(
+                "A",
+                etcd="no keep-alive arrived: the cluster revoked its lease",
+                zookeeper="no heartbeat arrived: its session expired",
             )
-            record("A", Kind.EXPIRED, ended)
-            if not record.acquire("B", b, 10_000):
-                record("B", Kind.NOT_ACQUIRED, "still held")
+            if not run.takes("B", b, 10_000, refused="still held"):
                 return
-            record("B", Kind.ACQUIRED, f"token {b.token}")
-            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+            run.write("B", b.token)
             time.sleep(max(0.0, self.work_ms / 1000 - (time.monotonic() - record.t0)))
             # A's work is done: it writes without checking again (it checked before it began).
-            ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+            run.write("A", a.token)
             try:
                 record.release("A", a)
                 record("A", Kind.RELEASED)
@@ -744,42 +766,37 @@ class ConsensusLostReply(ConsensusScenario):
             return "A: a grant and a txn by hand, no reply taken as a failure; B: EtcdLock"
         return "A: a node named lock-N by hand, no reply taken as a failure; B: ZooKeeperLock"
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        key = self._key(cluster)
-        fixed = resource.fenced
-        record.t0 = time.monotonic()
+    def script(self, run: _Run) -> None:
+        record, cluster = run.record, run.cluster
+        fixed = run.resource.fenced
+        run.start()
         if isinstance(cluster, EtcdCluster):
             with HttpLink(cluster.endpoint(0)) as link:
                 link.lose("/v3/kv/txn")
                 record("cluster", Kind.SERVER, "the link to etcd-0 will drop A's next txn reply")
                 if fixed:
-                    a = make_lock("etcd", [link.url], key, self.ttl_ms, clients)
-                    self._a_with_lock(a, record, resource)
+                    a = run.lock([link.url])
+                    held = ": its own key, found on its lease"
+                    if run.takes("A", a, 5_000, held=held, refused=lambda: _last_error(a)):
+                        run.finishes("A", a)
                 else:
                     raw = _RawEtcd(link.url)
                     create = record.unknown("A", record.now())  # its lease: the TTL, no keep-alive
                     lease = raw.grant(self.ttl_ms)
                     try:
-                        reply = raw.create(key, lease)
+                        reply = raw.create(run.key, lease)
                     except OSError:
                         create.info()
                         record("A", Kind.NOT_ACQUIRED, "no reply to its txn: taken as a failure")
                     else:
                         create.ok() if reply.get("succeeded") else create.fail()
-                self._b_waits(cluster, key, record, resource, clients)
+                self._b_waits(run)
             return
         assert isinstance(cluster, ZooKeeperEnsemble)
         zlink = Link((LOOPBACK, cluster.members[0].client_port))
         try:
-            client = _kazoo(":".join(map(str, zlink.address)), 4000, clients)
-            path = _zpath(key)
+            client = _kazoo(":".join(map(str, zlink.address)), 4000, run.clients)
+            path = _zpath(run.key)
             client.ensure_path(path)
             zlink.reply_delay_s = 1.0
             record("cluster", Kind.SERVER, "the link to zk-0 delays every reply to A by 1 s")
@@ -801,37 +818,20 @@ class ConsensusLostReply(ConsensusScenario):
                 else:
                     create.info()  # a node, but A's code does not go on to hold the lock
             zlink.reply_delay_s = 0.0
-            self._b_waits(cluster, key, record, resource, clients)
+            self._b_waits(run)
         finally:
             zlink.close()
 
-    def _a_with_lock(self, a: ConsensusLock, record: Recorder, resource: SqlResource) -> None:
-        if not record.acquire("A", a, 5_000):
-            record("A", Kind.NOT_ACQUIRED, f"last error: {_cause(a.last_error)}")
-            return
-        record("A", Kind.ACQUIRED, f"token {a.token}: its own key, found on its lease")
-        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        record.release("A", a)
-        record("A", Kind.RELEASED)
-
-    def _b_waits(
-        self,
-        cluster: ConsensusCluster,
-        key: str,
-        record: Recorder,
-        resource: SqlResource,
-        clients: list[Any],
-    ) -> None:
-        b = make_lock(cluster.kind, _address(cluster), key, self.ttl_ms, clients)
+    def _b_waits(self, run: _Run) -> None:
+        b = run.lock()
         wait = 2 * self.ttl_ms
-        if not record.acquire("B", b, wait):
-            what = "A's orphan node" if cluster.kind == "zookeeper" else "A's key"
-            record("B", Kind.NOT_ACQUIRED, f"{wait} ms: blocked by {what}")
-            return
-        record("B", Kind.ACQUIRED, f"token {b.token}")
-        ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
-        record.release("B", b)
-        record("B", Kind.RELEASED)
+        what = "A's orphan node" if run.cluster.kind == "zookeeper" else "A's key"
+        if run.takes("B", b, wait, refused=f"{wait} ms: blocked by {what}"):
+            run.finishes("B", b)
+
+
+def _last_error(lock: ConsensusLock) -> str:
+    return f"last error: {_cause(lock.last_error)}"
 
 
 @dataclass(frozen=True)
@@ -847,33 +847,20 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
             return "B: one lease for the whole wait, retried on (EtcdLock before its fix)"
         return super().approach(system, way)
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        import threading
-
-        key = self._key(cluster)
-        address = _address(cluster)
-        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        record.t0 = time.monotonic()
-        if not record.acquire("A", a, 5_000):
-            record("A", Kind.NOT_ACQUIRED)
+    def script(self, run: _Run) -> None:
+        record = run.record
+        a = run.lock()
+        run.start()
+        if not run.takes("A", a, 5_000, held=f"; holds it {self.hold_ms} ms"):
             return
-        record("A", Kind.ACQUIRED, f"token {a.token}; holds it {self.hold_ms} ms")
         wait_ms = self.hold_ms + 2 * self.ttl_ms
-        if isinstance(cluster, EtcdCluster) and not resource.fenced:
-            waiter = threading.Thread(target=self._one_lease, args=(cluster, key, record, wait_ms))
+        if isinstance(run.cluster, EtcdCluster) and not run.resource.fenced:
+            waiter = threading.Thread(target=self._one_lease, args=(run, run.cluster, wait_ms))
         else:
-            b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-            waiter = threading.Thread(target=self._waits, args=(b, record, db, resource, wait_ms))
+            waiter = threading.Thread(target=self._waits, args=(run, run.lock(), wait_ms))
         waiter.start()
         time.sleep(self.hold_ms / 1000)
-        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
+        run.write("A", a.token)
         time.sleep(0.005)  # keep the write and the release apart on the timeline
         # A stops believing it holds the lock when it asks to release, not when the
         # reply arrives: B, woken by the same deletion, may hold it before that.
@@ -882,24 +869,18 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         record.events.append(Event(asked, "A", Kind.RELEASED, "asked to release"))
         waiter.join()
 
-    def _waits(
-        self, b: ConsensusLock, record: Recorder, db: Path, resource: SqlResource, ms: int
-    ) -> None:
-        record("B", Kind.READ, f"waits up to {ms} ms, its TTL {self.ttl_ms} ms")
-        if not record.acquire("B", b, ms):
-            record("B", Kind.NOT_ACQUIRED, f"gave up after {ms} ms")
+    def _waits(self, run: _Run, b: ConsensusLock, ms: int) -> None:
+        run.record("B", Kind.READ, f"waits up to {ms} ms, its TTL {self.ttl_ms} ms")
+        if not run.takes("B", b, ms, refused=f"gave up after {ms} ms"):
             return
-        record("B", Kind.ACQUIRED, f"token {b.token}")
-        mine = SqlResource(db, fenced=resource.fenced)  # SQLite: a connection per thread
-        try:
-            ConsensusPausedHolder._write(record, mine, "B", b.token, "B's update")
-        finally:
-            mine.close()
-        record.release("B", b)
-        record("B", Kind.RELEASED)
+        with run.connection() as mine:
+            run.write("B", b.token, mine)
+        run.record.release("B", b)
+        run.record("B", Kind.RELEASED)
 
-    def _one_lease(self, cluster: EtcdCluster, key: str, record: Recorder, ms: int) -> None:
+    def _one_lease(self, run: _Run, cluster: EtcdCluster, ms: int) -> None:
         """The broken waiter: one lease for the whole wait, never kept alive."""
+        record = run.record
         raw = _RawEtcd(cluster.endpoint(0))
         lease = raw.grant(self.ttl_ms)
         record("B", Kind.READ, f"waits up to {ms} ms on one lease of {self.ttl_ms} ms")
@@ -907,7 +888,7 @@ class ConsensusWaiterOutwaits(ConsensusScenario):
         error = ""
         since = record.now()
         while time.monotonic() < give_up:
-            reply = raw.create(key, lease)
+            reply = raw.create(run.key, lease)
             if reply.get("succeeded"):
                 record.took("B")
                 record("B", Kind.ACQUIRED, f"token {reply['header']['revision']}")
@@ -924,25 +905,13 @@ class ConsensusWipedMember(ConsensusScenario):
 
     title: ClassVar[str] = "A member restarted with its data wiped"
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
+    def script(self, run: _Run) -> None:
         import shutil
 
-        key = self._key(cluster)
-        address = _address(cluster)
-        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        record.t0 = time.monotonic()
-        if not record.acquire("A", a, 5_000):
-            record("A", Kind.NOT_ACQUIRED)
+        record, cluster = run.record, run.cluster
+        a, b = run.started()
+        if not run.takes("A", a, 5_000):
             return
-        record("A", Kind.ACQUIRED, f"token {a.token}")
         leader = cluster.leader()
         follower = next(i for i in range(len(cluster.members)) if i != leader)
         name = cluster.members[follower].name
@@ -964,25 +933,14 @@ class ConsensusWipedMember(ConsensusScenario):
             came_back = f"{name} exited at start: {_fatal(cluster.members[follower].log, error)}"
         record("cluster", Kind.SERVER, came_back)
         wait = 2 * self.ttl_ms
-        if record.acquire("B", b, wait):
-            record("B", Kind.ACQUIRED, f"token {b.token}: a second holder")
+        refused = f"refused for {wait} ms, longer than A's lease"
+        if run.takes("B", b, wait, held=": a second holder", refused=refused):
             record.release("B", b)
-        else:
-            record("B", Kind.NOT_ACQUIRED, f"refused for {wait} ms, longer than A's lease")
-        try:
-            a.check()
-        except LockError as error:
-            record.ended("A")  # found lost: it had ended by now
-            record("A", Kind.LOST, str(error).split(":")[0])
+        if not run.still_holds("A", a):
             return
-        ConsensusPausedHolder._write(record, resource, "A", a.token, "A's update")
-        record.release("A", a)
-        record("A", Kind.RELEASED)
-        if record.acquire("B", b, 5_000):
-            record("B", Kind.ACQUIRED, f"token {b.token}")
-            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
-            record.release("B", b)
-            record("B", Kind.RELEASED)
+        run.finishes("A", a)
+        if run.takes("B", b, 5_000, refused=None):
+            run.finishes("B", b)
         if not cluster.members[follower].running:  # put the member back as it was
             shutil.rmtree(data, ignore_errors=True)
             shutil.move(kept, data)
@@ -997,35 +955,17 @@ class ConsensusDelayedWrite(ConsensusScenario):
     title: ClassVar[str] = "A's write delayed on its way to the resource"
     delay_ms: int = 1500
 
-    def script(
-        self,
-        cluster: ConsensusCluster,
-        record: Recorder,
-        resource: SqlResource,
-        db: Path,
-        clients: list[Any],
-    ) -> None:
-        import threading
-
-        key = self._key(cluster)
-        address = _address(cluster)
-        a = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        b = make_lock(cluster.kind, address, key, self.ttl_ms, clients)
-        record.t0 = time.monotonic()
-        if not record.acquire("A", a, 5_000):
-            record("A", Kind.NOT_ACQUIRED)
+    def script(self, run: _Run) -> None:
+        record = run.record
+        a, b = run.started()
+        if not run.takes("A", a, 5_000, held="; check() passed", check=True):
             return
-        a.check()
         token = a.token
-        record("A", Kind.ACQUIRED, f"token {token}; check() passed")
 
         def in_flight() -> None:  # the network holds A's request, then delivers it
             time.sleep(self.delay_ms / 1000)
-            mine = SqlResource(db, fenced=resource.fenced)  # SQLite: a connection per thread
-            try:
-                ConsensusPausedHolder._write(record, mine, "A", token, "A's update")
-            finally:
-                mine.close()
+            with run.connection() as mine:
+                run.write("A", token, mine)
 
         wire = threading.Thread(target=in_flight)
         wire.start()
@@ -1033,9 +973,8 @@ class ConsensusDelayedWrite(ConsensusScenario):
         time.sleep(0.3)  # A's client times out on the write and lets the lock go
         record.release("A", a)
         record("A", Kind.RELEASED, "its write timed out: it takes it as failed")
-        if record.acquire("B", b, 5_000):
-            record("B", Kind.ACQUIRED, f"token {b.token}")
-            ConsensusPausedHolder._write(record, resource, "B", b.token, "B's update")
+        if run.takes("B", b, 5_000, refused=None):
+            run.write("B", b.token)
             wire.join()
             record.release("B", b)
             record("B", Kind.RELEASED)

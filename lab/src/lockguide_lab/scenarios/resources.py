@@ -7,13 +7,21 @@ from typing import TYPE_CHECKING
 import redis
 
 from lockguide.errors import BadArgument
-from lockguide.fencing import FencedStore
+from lockguide.fencing import FencedStore, SqlFencedStore
 from lockguide.versioned import VersionedValue
 
 if TYPE_CHECKING:
     from lockguide_lab.scenarios.actor import Actor
 
-__all__ = ["FencedResource", "PlainResource", "Resource", "VersionedResource"]
+__all__ = ["FencedResource", "PlainResource", "Resource", "VersionedResource", "fenced_write"]
+
+
+def fenced_write(store: FencedStore | SqlFencedStore, token: int, value: str) -> tuple[bool, str]:
+    """``store.try_write(token, value)``: (accepted, detail for the timeline)."""
+    result = store.try_write(token, value)
+    if result.accepted:
+        return True, f"token {token}"
+    return False, f"token {token}, but the resource has accepted token {result.highest}"
 
 
 class Resource:
@@ -60,10 +68,7 @@ class FencedResource(Resource):
         token = actor.token
         if token is None:
             raise BadArgument(f"{actor.name} has no fencing token: use a FencedLock")
-        result = self.store.try_write(token, value)
-        if result.accepted:
-            return True, f"token {token}"
-        return False, f"token {token}, but the resource has accepted token {result.highest}"
+        return fenced_write(self.store, token, value)
 
     def read(self) -> str | None:
         return self.store.read().value

@@ -14,6 +14,7 @@ of the pause check (300 - 90 - 5 ms drift > 0).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import redis
 
@@ -33,6 +34,8 @@ class RedlockAdapter:
     version = version_of("lockguide")
     multi_master = True
     ttl_required = True
+    #: Redlock's options besides the per-master timeout (a subclass may change them).
+    options: ClassVar[dict[str, Any]] = {"clock": process_clock}
 
     def __init__(self, servers: Sequence[Server]) -> None:
         self.clients: list[redis.Redis] = [server.connect() for server in servers]
@@ -48,9 +51,10 @@ class RedlockAdapter:
         return LockguideHolder(self.make_lock(key, ttl_ms))
 
     def make_lock(self, key: str, ttl_ms: int) -> Redlock:
-        """The lock of one holder: the per-master timeout above, the process's clock."""
+        """The lock of one holder: the per-master timeout above, and :attr:`options` (the
+        process's clock)."""
         return Redlock(
-            self.clients, key, ttl_ms=ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, clock=process_clock
+            self.clients, key, ttl_ms=ttl_ms, node_timeout_ms=NODE_TIMEOUT_MS, **self.options
         )
 
     def close(self) -> None:

@@ -21,8 +21,6 @@ the audit's reach.
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
 
 from lockguide.validity import drift_ms
 from lockguide_lab.audit.checks.common import (
@@ -33,7 +31,7 @@ from lockguide_lab.audit.checks.common import (
     row,
 )
 from lockguide_lab.audit.child import HolderProcess
-from lockguide_lab.audit.gates import PauseGate
+from lockguide_lab.audit.gates import AllRepliesGate, PauseGate
 from lockguide_lab.audit.report import Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError
 from lockguide_lab.testbed.clock import ProcessClocks, VirtualClock, real_now
@@ -41,7 +39,7 @@ from lockguide_lab.testbed.clock import ProcessClocks, VirtualClock, real_now
 __all__ = ["ReplyGate", "check_drift", "check_monotonic"]
 
 
-class ReplyGate:
+class ReplyGate(AllRepliesGate):
     """Hold the replies to the lock's ``SET`` on every link, then release them at once.
 
     The links report each watched request (:meth:`request_seen`) and hand
@@ -53,62 +51,24 @@ class ReplyGate:
 
     A library that sends its ``SET`` s one after another (waiting for each
     reply) never has them all out at once: when the replies held are all it
-    is waiting for and no request came for ``quiet_s``, they are released.
+    is waiting for and no request came for ``quiet_s``, they are released
+    (:class:`~lockguide_lab.audit.gates.AllRepliesGate`).
     """
 
     def __init__(
         self, clock: VirtualClock, masters: int, elapsed_s: float, quiet_s: float = 0.01
     ) -> None:
+        super().__init__(masters, quiet_s)
         self.clock = clock
-        self.masters = masters
         self.elapsed_s = elapsed_s
-        self.quiet_s = quiet_s
         self.jumped = False
-        self._cond = threading.Condition()
-        self._first: float | None = None
-        self._seen = 0
-        self._held: list[tuple[socket.socket, bytes]] = []
-        self._released = False
 
-    def request_seen(self, seen: float) -> None:
-        """A watched request passed a link at ``seen`` (on :func:`real_now`)."""
-        with self._cond:
-            if self._first is None:
-                self._first = seen
-            self._seen += 1
-            self._cond.notify_all()
-
-    def hold(self, client: socket.socket, reply: bytes) -> None:
-        """Hold ``reply`` for ``client`` until the release (sent at once if that is over)."""
-        with self._cond:
-            if self._released:
-                self._send(client, reply)
-                return
-            self._held.append((client, reply))
-            while len(self._held) < self.masters:
-                seen = self._seen
-                woken = self._cond.wait(self.quiet_s)
-                if self._released:
-                    return  # another thread sent ours
-                if not woken and seen == self._seen and len(self._held) >= seen:
-                    break  # quiet, and nothing else outstanding: a sequential client
-            self._release()
-
-    def _release(self) -> None:
+    def _let_go(self) -> None:
         with self.clock.held():
-            for client, reply in self._held:
-                self._send(client, reply)
-            first = self._first if self._first is not None else real_now()
+            self._send_held()
+            first = self._first_seen()
             self.clock.jump((self.elapsed_s - (real_now() - first)) * 1000.0)
         self.jumped = True
-        self._held.clear()
-        self._released = True
-        self._cond.notify_all()
-
-    @staticmethod
-    def _send(client: socket.socket, reply: bytes) -> None:
-        with contextlib.suppress(OSError):
-            client.sendall(reply)
 
 
 def _acquire_in_a_jump(

@@ -1,0 +1,44 @@
+"""The Redis and Redlock scenarios' testbeds and runs, shared by the modules that judge them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from lockguide_lab.scenarios import FakeTestbed, RealTestbed, Scenario, Testbed, Timeline
+from lockguide_lab.testbed import RedisServer
+from tests.support import redis_server_executable
+
+
+@pytest.fixture(
+    scope="module",
+    params=["fakeredis", pytest.param("redis-server", marks=pytest.mark.real_redis)],
+)
+def testbed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Testbed]:
+    """A FakeTestbed (virtual clock) or a RealTestbed (real servers, real time), per module."""
+    made: Testbed
+    if request.param == "fakeredis":
+        made = FakeTestbed()
+    else:
+        redis_server_executable()  # skips (or fails under CI) without redis-server
+        server: RedisServer = request.getfixturevalue("redis_server")
+        base = tmp_path_factory.mktemp("scenario-servers")
+        made = RealTestbed(base, resource=server.client())
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def runs(testbed: Testbed) -> Callable[[type[Scenario], str], Timeline]:
+    """Each scenario with its default settings, run once per testbed and way, then reused."""
+    cache: dict[tuple[type[Scenario], str], Timeline] = {}
+
+    def run(scenario: type[Scenario], way: str) -> Timeline:
+        if (scenario, way) not in cache:
+            cache[scenario, way] = scenario().run(testbed, way)
+        return cache[scenario, way]
+
+    return run
