@@ -18,6 +18,7 @@ ROWS = (
     "baseline: SET NX PX + EVALSHA, one node",
     "lockguide Lock, one node",
     "redis-py Lock, one node",
+    "floor: both commands on 5 masters, all sent before any read",
     "lockguide Redlock, 5 masters",
     "pottery Redlock, 5 masters",
     "redlock-py, 5 masters",
@@ -42,6 +43,7 @@ def test_the_benchmark_prints_every_implementation_with_its_ratio(
         assert re.search(row(name), delayed), name
     assert "machine:" in out
     assert "lockguide Redlock vs pottery:" in out
+    assert re.search(r"vs the floor for all masters: \d+\.\d\dx", out)
 
 
 @pytest.mark.real_redis
