@@ -1,8 +1,6 @@
-"""One small hierarchy of errors, each saying what the caller should do next.
+"""One hierarchy of errors, each saying what to do next: ``except LockError`` catches them all.
 
-Everything the library raises on purpose is a :class:`LockError`, so one
-``except LockError`` catches it all; the subclasses say which story happened.
-(They are defined in ``lockguide._core``, the one file ``lock.py`` needs beside it.)
+Defined in ``lockguide._core``, the one file ``lock.py`` needs beside it.
 """
 
 from lockguide._core import (
