@@ -1,32 +1,10 @@
 """The decisions every lock here makes, written once and free of I/O (sans-IO).
 
-Read :mod:`lockguide.lock` first; this module is the one other file ``Lock`` needs
-(copy both, they import each other relatively). It holds:
-
-* **Errors**, one hierarchy (re-exported by :mod:`lockguide.errors`).
-* **Checks** that run before anything is sent and say what to write instead.
-* **Scripts**, inline Lua run with ``EVALSHA`` (loaded on ``NOSCRIPT``).
-* **Lease state** (:class:`LeaseState`): key, TTL, this holder's value, its deadline
-  on the lock's clock, and who may use it: the process, and the thread or task.
-* **Steps**: each operation (acquire, release, extend, a clean-up) is a generator
-  that *yields effects* and *receives* what they produced, in the style of h11
-  and h2. An effect is :class:`Send` (commands to the lock's server, with the
-  most the reply may be waited for) or :class:`Sleep`. A driver performs each
-  effect and sends back the reply, or throws in the exception it raised; the
-  generator's return value is the operation's result. The synchronous driver is
-  :meth:`lockguide.lock.Lock._drive` (:func:`drive` with a ``perform`` function);
-  :mod:`lockguide.aio` drives the same generators over ``redis.asyncio``.
-  Redlock's fan-out steps, over N masters, are in :mod:`lockguide.redlock`.
-
-A driver (``lock.py``; ``aio.py`` over ``redis.asyncio``) subclasses
-:class:`ServerSteps` (or ``redlock.RedlockSteps``), calls :meth:`LeaseState._init_lease`,
-sets ``_request_s``, ``_cluster`` and ``_uniform``, overrides :meth:`LeaseState._holder`
-(and ``_owner_kinds``) for its kind of owner, and runs ``_acquire_steps``,
-``_release_steps``, ``_extend_steps`` with its own loop: for each yielded effect,
-perform it (``Send``: :func:`run_script` already handled NOSCRIPT, MOVED and ASK;
-``FanOut``: every master at once) and ``send`` the reply or ``throw`` the error
-back. The asyncio driver alone decides about cancellation and shielding.
-Nothing here reads a private attribute of redis-py.
+Copy this file with ``lock.py`` (they import each other relatively). Each operation
+is a generator of *steps* that yields effects (:class:`Send`, :class:`Sleep`; Redlock's
+``FanOut``) and receives their replies, or the exceptions they raised. A driver
+performs them: :func:`drive` for the synchronous locks, ``lockguide.aio`` over
+``redis.asyncio``, the one place that knows about cancellation.
 """
 
 from __future__ import annotations
@@ -36,13 +14,16 @@ import hashlib
 import math
 import numbers
 import os
+import random
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from redis import exceptions as rx
+from redis.backoff import NoBackoff
 
 #: The longest lease a lock accepts: one week. A crashed holder keeps everybody
 #: out for a whole TTL; work that runs longer renews a shorter lease (Watchdog).
@@ -59,24 +40,16 @@ T = TypeVar("T")
 
 
 def new_lock_value() -> str:
-    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits.
-
-    Hex keeps the value printable and safe for clients created with
-    ``decode_responses=True``; the randomness is the full 160 bits either way.
-    """
+    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits."""
     return secrets.token_hex(VALUE_BYTES)
-
-
-# -- effects and their driver -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Write ``commands`` to the server in one go; the reply is the last command's.
+    """Write ``commands`` in one go, wait at most ``timeout_s``; the reply is the last one's.
 
-    ``timeout_s`` is the most the replies may be waited for. ``node`` (a Cluster's
-    ``(host, port)``) sends to that node instead of the key's master, after
-    ``refresh`` (re-learn the slot map) when the slot has moved.
+    ``node`` (a Cluster's ``(host, port)``) sends there instead of the key's master,
+    after ``refresh`` (re-learn the slot map) when the slot has moved.
     """
 
     commands: tuple[tuple[Any, ...], ...]
@@ -96,10 +69,10 @@ Steps = Generator[Any, Any, T]
 
 
 def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
-    """Run ``steps`` to its result, performing each effect it yields with ``perform``.
+    """Run ``steps`` to its result, performing each effect with ``perform``.
 
     Whatever ``perform`` raises (``Ctrl-C`` too) is thrown into the steps, which
-    may yield their clean-up before the exception goes on.
+    may yield their clean-up before it goes on.
     """
     reply: Any = None
     error: BaseException | None = None
@@ -114,9 +87,6 @@ def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
             reply, error = None, raised
 
 
-# -- scripts ------------------------------------------------------------------------
-
-
 class LuaScript:
     """A Lua script Redis runs atomically, called by SHA1 with ``EVALSHA``."""
 
@@ -129,8 +99,7 @@ class LuaScript:
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-# The scripts' text is also in ``scripts/*.lua`` (the guide's pages show those files);
-# a test checks the two are equal.
+# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
 RELEASE = LuaScript("""\
 -- Compare-and-delete: remove the lock only if it still holds
 -- the caller's value.
@@ -164,10 +133,9 @@ def run_script(
 ) -> Steps[Any]:
     """Send one command (a script's ``EVALSHA`` if ``script``); its reply.
 
-    ``NOSCRIPT`` (first use, a restart, ``SCRIPT FLUSH``) loads the script and
-    runs it again; on a Cluster, ``MOVED`` re-learns the slot map and sends once
-    more to the slot's new master, and ``ASK`` sends ``ASKING`` and the command
-    to the node importing the slot. Each at most once.
+    ``NOSCRIPT`` loads the script and runs it again; on a Cluster, ``MOVED``
+    re-learns the slot map and sends to the slot's new master, and ``ASK`` sends
+    ``ASKING`` and the command to the importing node. Each at most once.
     """
     node: tuple[str, int] | None = None
     load = asking = refresh = False
@@ -191,8 +159,7 @@ def run_script(
             node, asking, refresh = (redirect.host, redirect.port), kind == "ask", kind == "moved"
 
 
-#: Error replies a later try may not get (the server is busy, out of memory,
-#: loading, read-only, between failovers); the message's first word.
+#: Error replies a later try may not get, by the message's first word.
 RETRYABLE_REPLIES = frozenset(
     ("OOM", "BUSY", "NOREPLICAS", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY", "CLUSTERDOWN")
 )
@@ -209,7 +176,7 @@ _RETRYABLE_TYPES = (
 
 
 def retryable(error: BaseException) -> bool:
-    """Whether a later try may succeed: no answer in time, a lost connection, a busy server.
+    """Whether a later try may succeed (no answer, a lost connection, a busy server).
 
     Wrong credentials, a missing permission, an unknown command: no retry fixes those.
     """
@@ -220,7 +187,7 @@ def retryable(error: BaseException) -> bool:
     return isinstance(error, rx.ResponseError) and str(error).split(" ", 1)[0] in RETRYABLE_REPLIES
 
 
-# -- checks -------------------------------------------------------------------------
+# -- checks: refused before anything is sent, with what to write instead -------------
 
 
 def check_client_of(kind: type[T], label: str, client: object, name: str = "client") -> T:
@@ -300,7 +267,7 @@ def check_delay_range(value: object, name: str = "retry_delay_ms") -> tuple[floa
 
 
 def check_drift(factor: object, floor_ms: object) -> tuple[float, float]:
-    """The clock-drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
+    """The drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
         raise BadArgumentType(f"drift_factor must be a number, not {factor!r}")
     if not 0 <= float(factor) < 1:
@@ -318,21 +285,33 @@ def check_clock(clock: object) -> Clock:
     return clock
 
 
-def pool_settings(pool: Any, timeout_s: float) -> dict[str, Any]:
-    """What a lock's own pool to ``pool``'s server is made with (sync and asyncio alike).
+_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
 
-    The pool's public ``connection_class`` and ``connection_kwargs`` (address,
-    credentials, TLS, database, protocol, encoding) and its size, with every
-    socket operation bounded by ``timeout_s`` and redis-py's retries off: a
-    ``SET NX`` sent again after its reply was lost would find the holder's own key.
-    The driver adds ``retry`` (no retries, in its own flavour: sync or asyncio).
+
+def bounded_pool(client: Any, timeout_s: float, kinds: tuple[Any, Any, Any], **where: Any) -> Any:
+    """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
+
+    ``kinds``: the flavour's ``ConnectionPool``, ``BlockingConnectionPool`` and
+    ``Retry`` (sync or asyncio). Same connection class, settings and size as the
+    client's pool; every socket operation bounded by ``timeout_s``, and redis-py's
+    retries off: a ``SET NX`` sent again after its reply was lost finds its own key.
     """
-    settings = dict(pool.connection_kwargs)
-    settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_error=[])
-    settings.update(connection_class=pool.connection_class, max_connections=pool.max_connections)
-    if getattr(pool, "queue_class", None) is not None:  # a BlockingConnectionPool: its wait
-        settings["timeout"] = pool.timeout
-    return settings
+    source = client.connection_pool
+    plain, blocking, retry = kinds
+    with _POOLS_LOCK:
+        mine = _POOLS.setdefault(source, {})
+        pool = mine.get((timeout_s, *where.items()))
+        if pool is None:
+            settings = dict(source.connection_kwargs, retry=retry(NoBackoff(), 0), **where)
+            settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+            settings.update(connection_class=source.connection_class, retry_on_error=[])
+            settings["max_connections"] = source.max_connections
+            if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
+                settings["timeout"] = source.timeout
+            kind = blocking if isinstance(source, blocking) else plain
+            pool = mine[(timeout_s, *where.items())] = kind(**settings)
+        return pool
 
 
 # -- lease state --------------------------------------------------------------------
@@ -344,11 +323,10 @@ UNSET: Any = object()
 class LeaseState:
     """The state of one lease and the rules every lock here shares; no I/O.
 
-    A subclass's ``__init__`` calls :meth:`_init_lease`. ``_value`` is ``None``
-    whenever the lock is not held. :meth:`_holder` names the caller a grant
-    belongs to: the current ``threading.Thread`` object here (never its ident,
-    which a later thread may reuse), the ``asyncio.Task`` in :mod:`lockguide.aio`;
-    with ``owner="process"``, any thread or task of the acquiring process.
+    ``_value`` is ``None`` whenever the lock is not held. :meth:`_holder` names
+    the caller a grant belongs to: the current ``threading.Thread`` (never its
+    ident, which a later thread may reuse), an ``asyncio.Task`` in
+    ``lockguide.aio``; with ``owner="process"``, any of the acquiring process.
     """
 
     _key: str
@@ -420,8 +398,7 @@ class LeaseState:
     def held(self) -> bool:
         """Whether this object acquired the lock, in this process, and has not let it go.
 
-        This is the holder's *belief*: the lease may have expired meanwhile
-        (:meth:`validity_remaining_ms`). In a forked child it is ``False``.
+        The holder's *belief*: the lease may have expired meanwhile. ``False`` in a forked child.
         """
         return self._value is not None and self._pid == os.getpid()
 
@@ -443,14 +420,12 @@ class LeaseState:
     def hand_over(self, to: object) -> None:
         """Let ``to`` (a ``threading.Thread``; an ``asyncio.Task`` in ``lockguide.aio``) own it.
 
-        Only the current owner may hand the lock over; afterwards only ``to``
-        may release or extend it.
+        Only the current owner may; afterwards only ``to`` may release or extend it.
         """
         self._check_owner("hand over")
         self._owners = [to]
 
     def _holder(self) -> object:
-        """Who is calling: the current ``threading.Thread``."""
         return threading.current_thread()
 
     def _give_up_at(self, blocking: bool, timeout_ms: object) -> float | None:
@@ -508,6 +483,22 @@ class LeaseState:
         if self._value == value:
             self._value = None
 
+    _repr_prefix = ""  # "aio." in lockguide.aio
+    _timed_with = False  # whether `with` reads the clock before acquiring
+
+    def _describe(self, name: str, fields: str = "") -> str:
+        """The ``repr`` of the Redis locks: ``name``, key, ``fields``, TTL, held or not."""
+        state = "held" if self.held else "not held"
+        where = f"{self._key!r} {fields}ttl_ms={self._ttl_ms}"
+        return f"<{self._repr_prefix}{name} {where} {state}>"
+
+    def _not_acquired(self, started: float) -> NotAcquired:
+        """What ``with`` raises when ``acquire`` returned ``False``."""
+        waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+        error = NotAcquired(self._key, waited)
+        error.__cause__ = self._last_error
+        return error
+
 
 # -- one server: Lock and FencedLock ------------------------------------------------
 
@@ -515,14 +506,30 @@ class LeaseState:
 class ServerSteps(LeaseState):
     """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
 
-    Subclasses set ``_request_s`` (one request's timeout), ``_cluster`` and
-    ``_uniform`` (the random draw), and may override :meth:`_grant_command` and
-    :meth:`_granted` (``FencedLock`` draws its token there).
+    A driver sets the client classes it accepts; ``FencedLock`` overrides
+    :meth:`_grant_command` and :meth:`_granted` (it draws its token there).
     """
 
+    _client_type: type[Any]
+    _client_label: str
+    _cluster_type: type[Any]
     _request_s: float
     _cluster: bool = False
     _uniform: Callable[[float, float], float]
+
+    def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
+        self._cluster = isinstance(client, self._cluster_type)
+        self._client = (
+            client
+            if self._cluster
+            else check_client_of(self._client_type, self._client_label, client)
+        )
+        self._init_lease(*lease)
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
+        self._uniform = random.uniform
+
+    def __repr__(self) -> str:
+        return self._describe(type(self).__name__)
 
     def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         return None, ("SET", self._key, value, "NX", "PX", self._ttl_ms)
@@ -530,8 +537,8 @@ class ServerSteps(LeaseState):
     def _granted(self, reply: Any) -> bool:
         return reply is not None and reply is not False
 
-    def _script(self, script: LuaScript, timeout_s: float, *args: Any) -> Steps[Any]:
-        command = script.command((self._key,), args)
+    def _script(self, script: LuaScript | None, timeout_s: float, *args: Any) -> Steps[Any]:
+        command = (args[0], self._key) if script is None else script.command((self._key,), args)
         return run_script(script, command, timeout_s, self._cluster)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
@@ -585,9 +592,9 @@ class ServerSteps(LeaseState):
             yield Sleep(pause)
 
     def _discard(self, value: str, timeout_s: float) -> Steps[None]:
-        """Best effort: delete ``value`` if it is the key's (the caller is giving up anyway)."""
+        """Best effort: delete ``value`` if it is the key's (the TTL ends it otherwise)."""
         if timeout_s > 0:
-            with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
+            with contextlib.suppress(Exception):
                 yield from self._script(RELEASE, timeout_s, value)
 
     def _release_steps(self) -> Steps[None]:
@@ -610,11 +617,14 @@ class ServerSteps(LeaseState):
         if self._value == value:  # not released and re-acquired meanwhile
             self._deadline = started + usable_ms / 1000.0
 
-    def _not_acquired(self) -> NotAcquired:
-        waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-        error = NotAcquired(self._key, waited)
-        error.__cause__ = self._last_error
-        return error
+    def _locked_steps(self) -> Steps[bool]:
+        return bool((yield from self._script(None, self._request_s, "EXISTS")))
+
+    def _owned_steps(self) -> Steps[bool]:
+        mine = self.value
+        if mine is None:
+            return False
+        return (yield from self._script(None, self._request_s, "GET")) in (mine, mine.encode())
 
 
 def note_failed_release(exc: BaseException, key: str, error: BaseException) -> None:

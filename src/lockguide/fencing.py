@@ -1,12 +1,6 @@
 """Fencing tokens: the lock hands out a number, and the resource checks it.
 
-1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws token 1.
-2. A pauses (a GC, a stalled VM) past its lease; the key expires, A does not know.
-3. B acquires, draws token 2 and writes with it; the resource remembers 2.
-4. A wakes up and writes with token 1. The resource **refuses** it: 1 < 2.
-
-Only the resource can do step 4: the paused client cannot know it is stale. So
-:class:`FencedLock` issues the token with the lock in one Lua script, and
+:class:`FencedLock` takes the lock and draws the next token in one Lua script;
 :class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept a
 write only if its token beats every one they accepted, atomically with the write.
 """
@@ -14,6 +8,7 @@ write only if its token beats every one they accepted, atomically with the write
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import itertools
 import time
 from collections.abc import Callable
@@ -31,6 +26,7 @@ from lockguide._core import (
     LuaScript,
     NotOwned,
     Owner,
+    ServerSteps,
     StaleToken,
     check_client_of,
     check_count,
@@ -48,35 +44,14 @@ __all__ = [
     "counter_key_for",
 ]
 
-FENCED_ACQUIRE = LuaScript("""\
--- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
--- KEYS[1] = the lock key
--- KEYS[2] = the token counter for this resource (never expires)
--- ARGV[1] = this holder's random value
--- ARGV[2] = the time to live, in milliseconds
--- Returns the new token (1, 2, 3, ...) when the lock was taken, 0 when it is held.
--- Nobody can get a token without the lock, or the lock without a token.
-if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-    return 0
-end
-return redis.call("INCR", KEYS[2])
-""")
 
-FENCED_WRITE = LuaScript("""\
--- Fenced write: store a value only if its token is newer than every token accepted so far.
--- KEYS[1] = the resource, a hash holding "value" and "token" (the highest accepted)
--- ARGV[1] = the writer's fencing token
--- ARGV[2] = the value to store
--- Returns {1, token} when the write was accepted,
---         {0, highest} when it was refused because a token >= it was already accepted.
-local highest = tonumber(redis.call("HGET", KEYS[1], "token") or "0")
-local token = tonumber(ARGV[1])
-if token <= highest then
-    return {0, highest}
-end
-redis.call("HSET", KEYS[1], "value", ARGV[2], "token", ARGV[1])
-return {1, token}
-""")
+def _lua(name: str) -> LuaScript:
+    """A script of ``lockguide/scripts/`` (package data; the guide shows the same files)."""
+    return LuaScript(importlib.resources.files("lockguide.scripts").joinpath(name).read_text())
+
+
+FENCED_ACQUIRE = _lua("fenced_acquire.lua")
+FENCED_WRITE = _lua("fenced_write.lua")
 
 #: The largest token a store accepts. Lua compares numbers as doubles, which
 #: are exact integers only up to 2**53; a counter will not get there in practice.
@@ -145,53 +120,15 @@ def check_counter_key(key: str, counter_key: object) -> str:
     return checked
 
 
-class FencedLock(Lock):
-    """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
+class Fenced(ServerSteps):
+    """A lock whose grant draws a fencing token (``FencedLock`` here and in ``lockguide.aio``)."""
 
-    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded,
-    ``INCR`` of a counter: each acquisition gets a larger token. Pass :attr:`token`
-    with every write to a resource that checks it. The rest is
-    :class:`~lockguide.Lock`'s (extending keeps the token).
+    _counter_key: str
+    _token: int | None
 
-    Args:
-        counter_key: where the token counter lives; it never expires. The default
-            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
-
-    The counter is only as durable as its Redis: if a failover or restart loses
-    increments, an older holder's unseen higher token can be accepted after a newer
-    holder's lower one. Keep it where increments are not lost when that matters
-    (``appendfsync always``, a database sequence).
-    """
-
-    def __init__(
-        self,
-        client: redis.Redis | RedisCluster,
-        key: str,
-        *,
-        ttl_ms: int,
-        counter_key: str | None = None,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        owner: Owner = "thread",
-    ) -> None:
-        super().__init__(
-            client,
-            key,
-            ttl_ms=ttl_ms,
-            timeout_ms=timeout_ms,
-            retry_delay_ms=retry_delay_ms,
-            request_timeout_ms=request_timeout_ms,
-            drift_factor=drift_factor,
-            drift_floor_ms=drift_floor_ms,
-            clock=clock,
-            owner=owner,
-        )
+    def _init_fence(self, counter_key: object) -> None:
         self._counter_key = check_counter_key(self._key, counter_key)
-        self._token: int | None = None
+        self._token = None
 
     @property
     def counter_key(self) -> str:
@@ -210,12 +147,7 @@ class FencedLock(Lock):
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
 
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
-
     def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
-        """Take the lock and draw its token in one script."""
         keys = (self._key, self._counter_key)
         return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
 
@@ -224,6 +156,45 @@ class FencedLock(Lock):
         if token > 0:
             self._token = token
         return token > 0
+
+
+class FencedLock(Fenced, Lock):
+    """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
+
+    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded,
+    ``INCR`` of a counter. Pass :attr:`token` with every write to a resource that
+    checks it; the rest is :class:`~lockguide.Lock`'s (extending keeps the token).
+
+    Args:
+        counter_key: where the token counter lives; it never expires. The default
+            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
+
+    The counter is only as durable as its Redis: keep it where increments are not
+    lost (``appendfsync always``, a database sequence) when that matters.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | RedisCluster,
+        key: str,
+        *,
+        ttl_ms: int,
+        counter_key: str | None = None,
+        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
+        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
+        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
+        drift_factor: float = 0.01,
+        drift_floor_ms: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        owner: Owner = "thread",
+    ) -> None:
+        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
+        self._init_lock(client, request_timeout_ms, *args)
+        self._init_fence(counter_key)
+
+    def __repr__(self) -> str:
+        state = f"held, token {self._token}" if self.held else "not held"
+        return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
 
 @dataclass(frozen=True)
@@ -265,7 +236,35 @@ def check_store_key(key: object, lock: object, lock_type: type[Any]) -> str:
     return checked
 
 
-class FencedStore:
+class Store:
+    """What both ``FencedStore`` classes decide; they only send (or await) the requests."""
+
+    _client: Any
+    _client_type: type[Any]
+    _client_label: str
+    _lock_type: type[Any]
+
+    def _init_store(self, client: object, key: object, lock: object) -> None:
+        self._client = check_client_of(self._client_type, self._client_label, client)
+        self._key = check_store_key(key, lock, self._lock_type)
+        self._write = self._client.register_script(FENCED_WRITE.source)
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the hash."""
+        return self._key
+
+    def _result(self, token: int, reply: Any) -> WriteResult:
+        accepted, highest = reply
+        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+
+    def _stored(self, reply: Any) -> Stored:
+        raw_value, raw_token = reply
+        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
+        return Stored(value=value, token=int(raw_token or 0))
+
+
+class FencedStore(Store):
     """A value in a Redis hash that only accepts writes with a newer fencing token.
 
     A Lua script writes ``value`` and ``token`` (the highest accepted) together, or neither.
@@ -277,21 +276,15 @@ class FencedStore:
             same Redis: its keys must differ from ``key``.
     """
 
-    def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
-        self._client = check_client_of(redis.Redis, "redis.Redis", client)
-        self._key = check_store_key(key, lock, FencedLock)
-        self._write = self._client.register_script(FENCED_WRITE.source)
+    _client_type, _client_label, _lock_type = redis.Redis, "redis.Redis", FencedLock
 
-    @property
-    def key(self) -> str:
-        """The Redis key of the hash."""
-        return self._key
+    def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
+        self._init_store(client, key, lock)
 
     def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
         token, value = _check_write(token, value)
-        accepted, highest = self._write(keys=[self._key], args=[token, value])
-        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+        return self._result(token, self._write(keys=[self._key], args=[token, value]))
 
     def write(self, token: int, value: str) -> WriteResult:
         """Like :meth:`try_write`, but a refusal raises.
@@ -303,9 +296,7 @@ class FencedStore:
 
     def read(self) -> Stored:
         """The current value and the highest token accepted."""
-        raw_value, raw_token = self._client.hmget(self._key, ["value", "token"])
-        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
-        return Stored(value=value, token=int(raw_token or 0))
+        return self._stored(self._client.hmget(self._key, ["value", "token"]))
 
 
 from lockguide.sqlstore import SqlFencedStore  # noqa: E402 - it builds on the above
