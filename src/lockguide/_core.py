@@ -46,10 +46,9 @@ def new_lock_value() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Write ``commands`` in one go, wait at most ``timeout_s``; the reply is the last one's.
+    """Write ``commands`` in one go; the last one's reply, waited for at most ``timeout_s``.
 
-    ``node`` (a Cluster's ``(host, port)``) sends there instead of the key's master,
-    after ``refresh`` (re-learn the slot map) when the slot has moved.
+    ``node`` (a Cluster's ``(host, port)``): send there, after ``refresh`` (re-learn the slots).
     """
 
     commands: tuple[tuple[Any, ...], ...]
@@ -69,11 +68,7 @@ Steps = Generator[Any, Any, T]
 
 
 def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
-    """Run ``steps`` to its result, performing each effect with ``perform``.
-
-    Whatever ``perform`` raises (``Ctrl-C`` too) is thrown into the steps, which
-    may yield their clean-up before it goes on.
-    """
+    """Run ``steps`` to its result, performing each effect; what ``perform`` raises is thrown in."""
     reply: Any = None
     error: BaseException | None = None
     while True:
@@ -133,9 +128,8 @@ def run_script(
 ) -> Steps[Any]:
     """Send one command (a script's ``EVALSHA`` if ``script``); its reply.
 
-    ``NOSCRIPT`` loads the script and runs it again; on a Cluster, ``MOVED``
-    re-learns the slot map and sends to the slot's new master, and ``ASK`` sends
-    ``ASKING`` and the command to the importing node. Each at most once.
+    ``NOSCRIPT`` loads the script and runs it again; on a Cluster ``MOVED`` re-learns the
+    slots and ``ASK`` sends ``ASKING`` to the importing node. Each at most once.
     """
     node: tuple[str, int] | None = None
     load = asking = refresh = False
@@ -176,10 +170,7 @@ _RETRYABLE_TYPES = (
 
 
 def retryable(error: BaseException) -> bool:
-    """Whether a later try may succeed (no answer, a lost connection, a busy server).
-
-    Wrong credentials, a missing permission, an unknown command: no retry fixes those.
-    """
+    """Whether a later try may succeed; never for credentials, permissions, unknown commands."""
     if isinstance(error, rx.AuthenticationError | rx.AuthorizationError | rx.NoPermissionError):
         return False
     if isinstance(error, _RETRYABLE_TYPES):
@@ -292,10 +283,9 @@ _POOLS_LOCK = threading.Lock()
 def bounded_pool(client: Any, timeout_s: float, kinds: tuple[Any, Any, Any], **where: Any) -> Any:
     """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
 
-    ``kinds``: the flavour's ``ConnectionPool``, ``BlockingConnectionPool`` and
-    ``Retry`` (sync or asyncio). Same connection class, settings and size as the
-    client's pool; every socket operation bounded by ``timeout_s``, and redis-py's
-    retries off: a ``SET NX`` sent again after its reply was lost finds its own key.
+    ``kinds``: the flavour's two pool classes and ``Retry``. The client's settings and
+    pool size, every socket operation bounded by ``timeout_s``, and redis-py's retries
+    off: a ``SET NX`` sent again after its reply was lost would find its own key.
     """
     source = client.connection_pool
     plain, blocking, retry = kinds
@@ -323,10 +313,9 @@ UNSET: Any = object()
 class LeaseState:
     """The state of one lease and the rules every lock here shares; no I/O.
 
-    ``_value`` is ``None`` whenever the lock is not held. :meth:`_holder` names
-    the caller a grant belongs to: the current ``threading.Thread`` (never its
-    ident, which a later thread may reuse), an ``asyncio.Task`` in
-    ``lockguide.aio``; with ``owner="process"``, any of the acquiring process.
+    ``_value`` is ``None`` unless held. A grant belongs to :meth:`_holder`: the current
+    ``threading.Thread`` (never its reusable ident), an ``asyncio.Task`` in ``lockguide.aio``,
+    or, with ``owner="process"``, the acquiring process.
     """
 
     _key: str
@@ -396,10 +385,7 @@ class LeaseState:
 
     @property
     def held(self) -> bool:
-        """Whether this object acquired the lock, in this process, and has not let it go.
-
-        The holder's *belief*: the lease may have expired meanwhile. ``False`` in a forked child.
-        """
+        """Whether this object holds the lock, in this process (it may have expired meanwhile)."""
         return self._value is not None and self._pid == os.getpid()
 
     @property
@@ -408,20 +394,13 @@ class LeaseState:
         return self._last_error
 
     def validity_remaining_ms(self) -> float:
-        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
-
-        The TTL, minus the time since just before the request that won (or last
-        extended) the lease, minus the drift allowance, on the lock's clock.
-        """
+        """Milliseconds the holder may still rely on it (TTL - elapsed - drift); 0 if not held."""
         if not self.held:
             return 0.0
         return max(0.0, (self._deadline - self._clock()) * 1000.0)
 
     def hand_over(self, to: object) -> None:
-        """Let ``to`` (a ``threading.Thread``; an ``asyncio.Task`` in ``lockguide.aio``) own it.
-
-        Only the current owner may; afterwards only ``to`` may release or extend it.
-        """
+        """Let ``to`` (a ``threading.Thread`` or ``asyncio.Task``) alone release or extend it."""
         self._check_owner("hand over")
         self._owners = [to]
 
@@ -504,11 +483,7 @@ class LeaseState:
 
 
 class ServerSteps(LeaseState):
-    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
-
-    A driver sets the client classes it accepts; ``FencedLock`` overrides
-    :meth:`_grant_command` and :meth:`_granted` (it draws its token there).
-    """
+    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot)."""
 
     _client_type: type[Any]
     _client_label: str
@@ -542,11 +517,10 @@ class ServerSteps(LeaseState):
         return run_script(script, command, timeout_s, self._cluster)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
-        """Try (and retry until the deadline) ``SET NX``; ``True`` once granted in time.
+        """``SET NX``, retried until the deadline; ``True`` once granted in time.
 
-        An error a retry may fix is retried within the deadline and kept as
-        :attr:`last_error`; any other raises. Whatever interrupts a try (an
-        error, ``Ctrl-C``, a cancellation) deletes this try's value first.
+        An error a retry may fix is kept as :attr:`last_error`; any other raises. Whatever
+        interrupts a try (an error, ``Ctrl-C``, a cancellation) deletes its value first.
         """
         give_up_at = self._give_up_at(blocking, timeout_ms)
         first = True
@@ -703,10 +677,7 @@ class AlreadyAcquired(LockError):
 
 
 class StaleToken(LockError):
-    """A fenced resource refused a write: it already accepted a token at least as high.
-
-    This holder's lease expired, perhaps in a pause it never noticed: do not retry it.
-    """
+    """A fenced resource refused a write: it accepted a token at least as high. Do not retry it."""
 
     def __init__(self, resource: str, token: int, highest: int) -> None:
         self.resource, self.token, self.highest = resource, token, highest
@@ -743,10 +714,7 @@ class RenewalFailed(LockLost):
 
 
 class MasterError(LockError):
-    """A Redlock master answered with an error no retry can fix (credentials, permissions).
-
-    It stopped at once, releasing what it was granted; ``error`` (also ``__cause__``) is redis-py's.
-    """
+    """A Redlock master answered an error no retry can fix; ``error`` (and ``__cause__``) is it."""
 
     def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
         self.key, self.master, self.error = key, master, error
@@ -758,11 +726,7 @@ class MasterError(LockError):
 
 
 class NoQuorum(NotAcquired):
-    """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
-
-    The counts are the last try's (``failed``: an error or no answer within the per-node
-    timeout). Whatever was granted has been released on every master.
-    """
+    """A :class:`~lockguide.Redlock` won no majority in time; the counts are the last try's."""
 
     def __init__(
         self,
@@ -788,10 +752,7 @@ class NoQuorum(NotAcquired):
 
 
 class MajorityLost(LockLost):
-    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value.
-
-    From :meth:`Redlock.release` or :meth:`Redlock.extend`; others' masters were left untouched.
-    """
+    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value."""
 
     def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
         self.key, self.confirmed, self.needed, self.masters = key, confirmed, needed, masters
@@ -818,12 +779,7 @@ class ExtensionLimitReached(LockError):
 
 
 class ClusterUnavailable(NotAcquired):
-    """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
-
-    From ``acquire``: nobody was granted the lock, since a cluster that cannot reach a
-    majority refuses everyone (safety over liveness). From ``release``: the lease may
-    still be there; it ends with its TTL or session, or retry. ``cause`` is the last error.
-    """
+    """A consensus lock got no answer from a quorum in time: nothing was granted (or released)."""
 
     def __init__(self, key: str, waited_ms: float, cause: str) -> None:
         self.key, self.waited_ms, self.cause = key, waited_ms, cause

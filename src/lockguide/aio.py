@@ -98,8 +98,8 @@ async def _exchange(
 ) -> list[Any]:
     """Send ``commands`` in one write on a connection of ``where`` (a pool or a cluster node).
 
-    The replies, error replies among them, within ``timeout_s``, connecting included.
-    A connection whose reply did not come is closed.
+    The replies, error replies among them, within ``timeout_s``, connecting included; a
+    connection whose reply did not come is closed, never read again.
     """
     pooled = isinstance(where, redis.asyncio.ConnectionPool)
     conn, replies = None, []
@@ -126,10 +126,8 @@ async def _exchange(
 
 
 class AsyncLease(LeaseState):
-    """The asyncio driver of the steps: owner by task, cancellation, ``async with``.
-
-    The owner is the task that *calls* a method, read when its coroutine is made,
-    so ``wait_for``, ``gather`` and ``shield`` act for the task that wrote them.
+    """The asyncio driver of the steps: the owner is the task that *calls* a method, read
+    when its coroutine is made (so ``wait_for``, ``gather``, ``shield`` act for the caller).
     """
 
     _owner_kinds = ("task", "process")
@@ -147,15 +145,10 @@ class AsyncLease(LeaseState):
     def acquire(
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
     ) -> Coroutine[Any, Any, bool]:
-        """Try to take the lock; ``True`` if this call got it, ``False`` once the time ran out.
-
-        Timeouts and lost connections are retried within ``timeout_ms`` (kept as
-        :attr:`last_error`); an error no retry can fix raises at once.
-        """
+        """Try to take the lock; ``True`` if this call got it (:meth:`lockguide.Lock.acquire`)."""
         return self._drive(self._acquire_steps(blocking, timeout_ms))  # type: ignore[attr-defined]
 
     def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
-        """The coroutine that runs ``steps`` for the calling task; ``finish``: despite cancels."""
         if not finish:
             return self._go(steps, _task())
         self._calling = caller = _task()  # a release checks its owner now, in the caller
@@ -199,10 +192,7 @@ class AsyncLease(LeaseState):
             effect = None
 
     async def aclose(self) -> None:
-        """Finish this lock's clean-ups (a cancelled acquire's delete), then close its connections.
-
-        Connections another lock on the same client is using are left to it.
-        """
+        """Finish this lock's clean-ups (a cancelled acquire's delete), then close its pools."""
         while self._pending:
             await asyncio.wait(set(self._pending))
         for pool in self._pools:
@@ -236,19 +226,14 @@ class AsyncLease(LeaseState):
 
 
 class Lock(AsyncLease, ServerSteps):
-    """:class:`lockguide.Lock` on ``redis.asyncio``: a lease on one Redis instance.
-
-    The arguments, errors and rules are :class:`lockguide.Lock`'s, except ``owner``
-    (``"task"`` or ``"process"``); ``client`` is a ``redis.asyncio.Redis`` or
-    ``RedisCluster``, and the methods that talk to Redis return coroutines.
+    """:class:`lockguide.Lock` on ``redis.asyncio`` (``client``: a ``redis.asyncio.Redis`` or
+    ``RedisCluster``); same arguments, errors and rules, except ``owner`` (``"task"`` or
+    ``"process"``); the methods that talk to Redis return coroutines.
 
     Example::
 
         async with Lock(r, "lock:report", ttl_ms=30_000, timeout_ms=5_000) as lock:
             await build_report()
-            if lock.validity_remaining_ms() < 1_000:
-                raise RuntimeError("too little lease left to publish safely")
-            await publish_report()
     """
 
     _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
@@ -277,19 +262,14 @@ class Lock(AsyncLease, ServerSteps):
         """Release with compare-and-delete, finished even if the caller is cancelled meanwhile.
 
         Raises:
-            NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
+            NotOwned: not held by this object (``WrongOwner``: held for another task).
             LockLost: the lease had expired; the key was left untouched.
             redis.exceptions.TimeoutError: no answer; the lock stays held here: call again.
         """
         return self._drive(self._release_steps(), finish=True)
 
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, None]:
-        """Give the held lock a fresh lease of ``ttl_ms`` (default: the original TTL).
-
-        Raises:
-            NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
-            LockLost: the key was gone or someone else's; the lock is no longer held.
-        """
+        """Give the held lock a fresh lease of ``ttl_ms`` (:meth:`lockguide.Lock.extend`)."""
         return self._drive(self._extend_steps(ttl_ms))
 
     def locked(self) -> Coroutine[Any, Any, bool]:
@@ -308,7 +288,6 @@ class Lock(AsyncLease, ServerSteps):
         return replies[-1]
 
     async def _where(self, effect: Send) -> Any:
-        """The pool; on a Cluster, the node a redirect named, else the key's master."""
         if self._pools:
             return self._pools[0]
         cluster: Any = self._client
@@ -325,10 +304,7 @@ class Lock(AsyncLease, ServerSteps):
 
 
 class FencedLock(fencing.Fenced, Lock):
-    """:class:`lockguide.FencedLock` on ``redis.asyncio``: every acquisition carries a token.
-
-    Arguments are :class:`Lock`'s, plus ``counter_key`` (by default in the key's hash slot).
-    """
+    """The :class:`lockguide.FencedLock` on ``redis.asyncio``: Lock's arguments, ``counter_key``."""
 
     def __init__(
         self,
@@ -344,14 +320,7 @@ class FencedLock(fencing.Fenced, Lock):
 
 
 class FencedStore(fencing.Store):
-    """:class:`lockguide.FencedStore` on ``redis.asyncio``: writes only with a newer token.
-
-    Args:
-        client: a ``redis.asyncio.Redis`` (may be another server than the lock's).
-        key: the hash's key, e.g. ``"ledger:balance"``.
-        lock: the async :class:`FencedLock` whose tokens this store checks, if on
-            the same Redis: its keys must differ from ``key``.
-    """
+    """:class:`lockguide.FencedStore` on ``redis.asyncio``: writes only with a newer token."""
 
     _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
     _lock_type = FencedLock
@@ -376,20 +345,13 @@ class FencedStore(fencing.Store):
 
 
 class Redlock(RedlockSteps, AsyncLease):
-    """:class:`lockguide.Redlock` on ``redis.asyncio``: a lease on a majority of N masters.
-
-    The arguments, checks, arithmetic and errors are :class:`lockguide.Redlock`'s,
-    except ``owner`` (``"task"`` or ``"process"``); ``masters`` are
-    ``redis.asyncio.Redis`` clients.
+    """:class:`lockguide.Redlock` on ``redis.asyncio`` (``masters``: ``redis.asyncio.Redis``
+    clients); same arguments, checks and errors, except ``owner`` (``"task"`` or ``"process"``).
 
     Example::
 
-        masters = [redis.asyncio.Redis(host=h) for h in ("r1", "r2", "r3", "r4", "r5")]
         async with Redlock(masters, "lock:ledger", ttl_ms=10_000, timeout_ms=2_000) as lock:
             await do_work()
-            if lock.validity_remaining_ms() < 500:
-                raise RuntimeError("too little lease left to commit safely")
-            await commit()
     """
 
     _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
@@ -424,26 +386,11 @@ class Redlock(RedlockSteps, AsyncLease):
         return self._masters
 
     def release(self) -> Coroutine[Any, Any, int]:
-        """Release on every master (finished even under cancellation); how many deleted.
-
-        If masters did not answer and could still make up a majority, their error is
-        raised and the lock stays held here: call again.
-
-        Raises:
-            NotOwned: this object does not hold the lock (``WrongOwner``: another task does).
-            MajorityLost: fewer than a majority still held this holder's value.
-        """
+        """Release on every master, finished even if cancelled (as ``lockguide.Redlock``)."""
         return self._drive(self._release_steps(), finish=True)
 
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, int]:
-        """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
-
-        Raises:
-            NotOwned: this object does not hold the lock (or another task does).
-            ExtensionLimitReached: extended ``max_extensions`` times already.
-            LockLost: the lease ran out before (or while) extending.
-            MajorityLost: fewer than a majority of masters still held the value.
-        """
+        """Renew the lease on every master; how many did (:meth:`lockguide.Redlock.extend`)."""
         return self._drive(self._extend_steps(ttl_ms))
 
     def locked(self) -> Coroutine[Any, Any, bool]:
@@ -455,7 +402,6 @@ class Redlock(RedlockSteps, AsyncLease):
         return self._drive(self._owned_steps())
 
     async def _send(self, effect: FanOut) -> list[Any]:
-        """Every request on the wire before any reply is read; ``None`` for masters not asked."""
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
@@ -472,13 +418,8 @@ class Redlock(RedlockSteps, AsyncLease):
 
 
 class Watchdog(Renewer):
-    """:class:`lockguide.Watchdog` as an asyncio task: renew a held async lock.
-
-    Args:
-        lock: the async :class:`Lock`, :class:`FencedLock` or :class:`Redlock`;
-            ``async with Watchdog(lock):`` acquires it if needed.
-        every_ms: time between renewals, below the TTL (default: a third of it).
-        max_total_ms: the longest time it keeps renewing (default: until released).
+    """:class:`lockguide.Watchdog` as an asyncio task: renew a held async :class:`Lock`,
+    :class:`FencedLock` or :class:`Redlock` (``async with Watchdog(lock):`` acquires it).
     """
 
     _kinds, _label = (Lock, Redlock), "lockguide.aio Lock, FencedLock or Redlock"
@@ -512,12 +453,7 @@ class Watchdog(Renewer):
             await asyncio.shield(self._runner)
 
     async def release(self) -> None:
-        """Stop renewing, then release the lock.
-
-        Raises:
-            RenewalFailed: a renewal had failed; the lock was released if still ours.
-            LockLost: the lease ran out unnoticed; nothing deleted.
-        """
+        """Stop renewing, then release the lock (:meth:`lockguide.Watchdog.release`)."""
         await _await_calls(self._release_calls())
 
     async def __aenter__(self) -> Self:
@@ -539,7 +475,6 @@ class Watchdog(Renewer):
         return asyncio.ensure_future(self._renew())
 
     async def _waited(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; True if :meth:`stop` was called meanwhile."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
                 await self._stop.wait()

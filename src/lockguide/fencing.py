@@ -86,11 +86,9 @@ def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    Redis's rule: a key's slot is the hash of what lies between its first ``{`` and
-    the first ``}`` after it, if that is not empty; else of the whole key. A key with
-    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other
-    becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds
-    a ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
+    A key with a hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any
+    other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds a
+    ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
     """
     opening = key.find("{")
     closing = key.find("}", opening + 1) if opening >= 0 else -1
@@ -137,12 +135,7 @@ class Fenced(ServerSteps):
 
     @property
     def token(self) -> int:
-        """The fencing token of the current acquisition.
-
-        Raises:
-            NotOwned: this object does not hold the lock (never acquired,
-                released, or found lost by :meth:`extend`).
-        """
+        """The fencing token of the current acquisition (``NotOwned`` if not held)."""
         if self._token is None or not self.held:
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
@@ -161,16 +154,12 @@ class Fenced(ServerSteps):
 class FencedLock(Fenced, Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
-    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded,
-    ``INCR`` of a counter. Pass :attr:`token` with every write to a resource that
-    checks it; the rest is :class:`~lockguide.Lock`'s (extending keeps the token).
+    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded, ``INCR``
+    of a counter; pass :attr:`token` with every write to a resource that checks it.
 
     Args:
-        counter_key: where the token counter lives; it never expires. The default
-            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
-
-    The counter is only as durable as its Redis: keep it where increments are not
-    lost (``appendfsync always``, a database sequence) when that matters.
+        counter_key: where the token counter lives (it never expires); by default
+            ``counter_key_for(key)``, in the lock key's hash slot. The rest is Lock's.
     """
 
     def __init__(
@@ -199,13 +188,8 @@ class FencedLock(Fenced, Lock):
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a fenced resource did with one write.
-
-    Attributes:
-        accepted: whether the value was stored.
-        token: the token the write carried.
-        highest: the highest token the resource has accepted, after this write
-            (equal to ``token`` when accepted; the token that beat it when not).
+    """What a fenced resource did with one write: ``accepted``, the ``token`` it carried,
+    and the ``highest`` token accepted so far (the one that beat it, when refused).
     """
 
     accepted: bool
@@ -267,13 +251,11 @@ class Store:
 class FencedStore(Store):
     """A value in a Redis hash that only accepts writes with a newer fencing token.
 
-    A Lua script writes ``value`` and ``token`` (the highest accepted) together, or neither.
-
     Args:
-        client: a connected ``redis.Redis`` (may be another server than the lock's).
+        client: a ``redis.Redis`` (may be another server than the lock's).
         key: the hash's key, e.g. ``"ledger:balance"``.
-        lock: the :class:`FencedLock` whose tokens this store checks, if on the
-            same Redis: its keys must differ from ``key``.
+        lock: the :class:`FencedLock` whose tokens it checks, if on the same Redis
+            (its keys must differ from ``key``).
     """
 
     _client_type, _client_label, _lock_type = redis.Redis, "redis.Redis", FencedLock
@@ -287,11 +269,7 @@ class FencedStore(Store):
         return self._result(token, self._write(keys=[self._key], args=[token, value]))
 
     def write(self, token: int, value: str) -> WriteResult:
-        """Like :meth:`try_write`, but a refusal raises.
-
-        Raises:
-            StaleToken: a token at least as high was already accepted; nothing written.
-        """
+        """Like :meth:`try_write`, but a refusal raises :class:`~lockguide.StaleToken`."""
         return _raise_if_refused(self._key, self.try_write(token, value))
 
     def read(self) -> Stored:

@@ -82,9 +82,8 @@ os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its pare
 def request(pool: redis.ConnectionPool, effect: Send) -> Any:
     """Send ``effect``'s commands on one connection; the last reply, or the first error.
 
-    A connection whose reply did not come is closed, so that reply can never be
-    read as another request's answer. A kept connection the server closed
-    meanwhile gets the commands once more on a new one (they can be repeated).
+    A connection whose reply did not come is closed (never read again); a kept one the
+    server closed meanwhile gets the commands once more on a new one.
     """
     conn, kept = _take(pool)
     try:
@@ -152,10 +151,7 @@ class Lease(LeaseState):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Release if still held. The body's own exception wins: a failed release is a note on it.
-
-        After a body that succeeded, a lost lease is raised (``LockLost``, ``MajorityLost``).
-        """
+        """Release if still held; the body's own exception wins, a failed release a note on it."""
         if not self.held:
             return
         if exc is None:
@@ -172,22 +168,19 @@ class Lock(Lease, ServerSteps):
 
     Args:
         client: a ``redis.Redis`` (a Sentinel ``master_for`` client too) or a
-            ``redis.cluster.RedisCluster``. The lock uses its settings and pool
-            class and size, on connections of its own; on a cluster each request
-            goes to the key's master (``MOVED`` and ``ASK`` followed once each).
+            ``redis.cluster.RedisCluster``; its settings, pool class and size are used
+            on connections of the lock's own.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of milliseconds (at most a week), keyword-only.
         timeout_ms: how long :meth:`acquire` keeps trying by default, every request
             included (``DEFAULT_TIMEOUT_MS``, 10 s); ``None`` waits for ever.
         retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn from.
-        request_timeout_ms: how long one request may wait for Redis, connecting
-            included (less when the acquire's deadline is nearer).
+        request_timeout_ms: how long one request may wait for Redis, connecting included.
         drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
         drift_floor_ms: the fixed part of the drift allowance (2 ms).
         clock: the function the lease is timed with, in seconds (``time.monotonic``).
         owner: ``"thread"``: only the acquiring thread may release or extend
             (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
-            A forked child never may, and sees the lock as not held.
 
     Example::
 
@@ -224,14 +217,10 @@ class Lock(Lease, ServerSteps):
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock; ``True`` if this call got it.
 
-        Args:
-            blocking: ``False`` makes exactly one try (then give no ``timeout_ms``).
-            timeout_ms: the most this call takes; defaults to the constructor's.
-
-        ``False`` when the lock is held by someone else, or Redis did not answer,
-        until the time ran out (:attr:`last_error` keeps the last error); ``with
-        lock:`` raises :class:`NotAcquired` instead. Errors no retry can fix
-        (authentication, permissions) raise at once.
+        ``False`` if it is held by someone else, or Redis did not answer, until ``timeout_ms``
+        (default: the constructor's) ran out; :attr:`last_error` keeps the last error, and
+        ``with lock:`` raises :class:`NotAcquired`. ``blocking=False`` makes one try (then
+        give no ``timeout_ms``). Errors no retry can fix raise at once.
         """
         return self._drive(self._acquire_steps(blocking, timeout_ms))
 
@@ -239,8 +228,7 @@ class Lock(Lease, ServerSteps):
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.
 
         Raises:
-            NotOwned: this object does not hold the lock (or this is a forked child).
-            WrongOwner: another thread acquired it.
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
             LockLost: the lease had expired; the key was left untouched.
         """
         self._drive(self._release_steps())
@@ -249,7 +237,7 @@ class Lock(Lease, ServerSteps):
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the TTL), from now.
 
         Raises:
-            NotOwned: this object does not hold the lock (``WrongOwner``: another thread does).
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
             LockLost: the key was gone or someone else's; the lock is no longer held.
         """
         self._drive(self._extend_steps(ttl_ms))

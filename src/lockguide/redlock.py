@@ -60,11 +60,8 @@ DEFAULT_NODE_TIMEOUT_MS = 50.0
 
 @dataclass(frozen=True)
 class Attempt:
-    """What one try at the masters produced.
-
-    ``verdict`` is the arithmetic; ``refused`` masters said another owner holds the
-    key; ``failed`` ones answered an error a retry may fix or nothing in time, and
-    ``causes`` says which and why.
+    """What one try produced: the ``verdict`` (arithmetic), masters that ``refused`` (held by
+    another), ``failed`` (an error a retry may fix, or no answer) and the ``causes``.
     """
 
     verdict: Verdict
@@ -85,11 +82,7 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class FanOut:
-    """Send ``commands`` to every master (or those in ``only``) at once.
-
-    The reply is one entry per master: its last reply or the exception that stands
-    for it (``None`` for masters not asked).
-    """
+    """Send ``commands`` to every master (or those in ``only``) at once; one reply per master."""
 
     commands: tuple[tuple[Any, ...], ...]
     only: tuple[int, ...] | None = None
@@ -183,10 +176,7 @@ def check_redlock_options(
 def tally(
     replies: list[Any], elapsed_ms: float, ttl_ms: int, drift: tuple[float, float]
 ) -> tuple[Attempt, dict[int, BaseException], int | None]:
-    """Judge one try's replies: the attempt, the errors by master, the first fatal one.
-
-    An error a retry may fix is a failed vote; one no retry can fix is fatal.
-    """
+    """Judge one try's replies: the attempt, the errors by master, the first one no retry fixes."""
     errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
     granted = sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
     causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
@@ -196,11 +186,7 @@ def tally(
 
 
 class RedlockSteps(LeaseState):
-    """Redlock's decisions over N masters, as steps yielding :class:`FanOut` and ``Sleep``.
-
-    Shared by the synchronous :class:`Redlock` and ``lockguide.aio.Redlock``, which set
-    the client classes they accept and ``_pool_for`` (a master's pool).
-    """
+    """Redlock's decisions over N masters (sync :class:`Redlock` and ``lockguide.aio.Redlock``)."""
 
     _client_type: type[Any]
     _client_label: str
@@ -384,14 +370,12 @@ class Redlock(RedlockSteps, Lease):
             the same server twice, or a Redis Cluster, is refused.
         key: the key that represents the lock on every master.
         ttl_ms: the lease requested on each master, a whole number of ms.
-        node_timeout_ms: how long each master may take, connecting included; it
-            must leave validity in the TTL. A master that does not answer counts as "no".
-        timeout_ms: how long :meth:`acquire` keeps trying by default
-            (``DEFAULT_TIMEOUT_MS``, 10 s; ``None``: no limit).
+        node_timeout_ms: how long each master may take, connecting included; far
+            below the TTL. A master that does not answer in time counts as "no".
+        timeout_ms: how long :meth:`acquire` keeps trying by default (10 s; ``None``: no limit).
         retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn
             from; a fixed delay is refused (contenders in step split the vote again).
-        max_extensions: how many times :meth:`extend` may renew one acquisition
-            (``None``: no bound).
+        max_extensions: how many times :meth:`extend` may renew one acquisition (``None``: any).
         rng: the random source for the pauses (default: a new ``random.Random``).
         drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
         drift_floor_ms: the fixed part of the drift allowance (2 ms).
@@ -399,18 +383,14 @@ class Redlock(RedlockSteps, Lease):
         on_attempt: called with each try's :class:`Attempt` once it is judged.
         owner: ``"thread"`` or ``"process"``, as for :class:`~lockguide.Lock`.
 
-    An error reply a retry may fix (``OOM``, ``BUSY``, ``NOREPLICAS``, ``LOADING``,
-    ``TRYAGAIN``, ``MASTERDOWN``, ``READONLY``) is a failed vote, kept on
-    :attr:`last_attempt`; one no retry can fix raises :class:`~lockguide.MasterError`.
+    An error reply a retry may fix (``OOM``, ``BUSY``, ``LOADING``...) is a failed vote;
+    one no retry can fix raises :class:`~lockguide.MasterError`.
 
     Example::
 
         masters = [redis.Redis(host=h) for h in ("r1", "r2", "r3", "r4", "r5")]
         with Redlock(masters, "lock:ledger", ttl_ms=10_000, timeout_ms=2_000) as lock:
             do_work()
-            if lock.validity_remaining_ms() < 500:
-                raise RuntimeError("too little lease left to commit safely")
-            commit()
     """
 
     _client_type, _client_label, _cluster_type = redis.Redis, "redis.Redis", RedisCluster
@@ -447,23 +427,19 @@ class Redlock(RedlockSteps, Lease):
     def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
         """Try to take the lock on a majority of masters; ``True`` if this call got it.
 
-        Args:
-            blocking: ``False`` makes exactly one try (then give no ``timeout_ms``).
-            timeout_ms: how long to keep trying; defaults to the constructor's.
-
-        Raises:
-            MasterError: a master answered an error no retry can fix.
+        As :meth:`Lock.acquire`; raises :class:`~lockguide.MasterError` if a master answered
+        an error no retry can fix.
         """
         return self._drive(self._acquire_steps(blocking, timeout_ms))
 
     def release(self) -> int:
         """Compare-and-delete on every master; how many deleted this holder's key.
 
-        If masters did not answer and could still make up a majority, their error
-        is raised and the lock stays held here: call again.
+        If masters that did not answer could still make a majority, their error is raised
+        and the lock stays held here: call again.
 
         Raises:
-            NotOwned: this object does not hold the lock (``WrongOwner``: another thread does).
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
             MajorityLost: fewer than a majority still held this holder's value.
         """
         return self._drive(self._release_steps())
@@ -471,11 +447,11 @@ class Redlock(RedlockSteps, Lease):
     def extend(self, ttl_ms: int | None = None) -> int:
         """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
 
-        It counts only if a majority extends before the current validity runs out;
-        on failure the lock is released everywhere and is no longer held.
+        It counts only if a majority extends before the validity runs out; on failure the
+        lock is released everywhere.
 
         Raises:
-            NotOwned: this object does not hold the lock (or another thread does).
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
             ExtensionLimitReached: extended ``max_extensions`` times already (still held).
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
@@ -501,9 +477,8 @@ class Redlock(RedlockSteps, Lease):
     def _fan_out(self, effect: FanOut) -> list[Any]:
         """Every request written before any reply is read; each master's reply, or its error.
 
-        Masters with no connection that worked yet are connected to all at once, so
-        two frozen masters cost one node timeout. A connection whose reply did not
-        come is closed, so that reply can never be read as another's answer.
+        Cold masters are connected to all at once (two frozen ones cost one node timeout);
+        a connection whose reply did not come is closed, never read again.
         """
         n = len(self._pools)
         targets = range(n) if effect.only is None else effect.only

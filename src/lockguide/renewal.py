@@ -61,10 +61,7 @@ class Flag(Protocol):
 
 
 class WatchdogState:
-    """What a watchdog knows and how it reports a loss (the consensus locks' too).
-
-    Subclasses set ``_lock`` and ``_lost``.
-    """
+    """What a watchdog knows and how it reports a loss (the consensus locks' too)."""
 
     _lock: LeaseState
     _lost: Flag
@@ -91,8 +88,7 @@ class WatchdogState:
         """Raise if the holder must not write now; call it before each write.
 
         Raises:
-            RenewalFailed: a renewal failed, or the lease ran out (after
-                ``max_total_ms``, or while the whole process was paused).
+            RenewalFailed: a renewal failed, or the lease ran out (a bound, or a paused process).
         """
         if self._error is None and self._lock.validity_remaining_ms() > 0:
             return
@@ -114,12 +110,7 @@ Calls = Generator[Callable[[], Any], Any, None]
 
 
 class Renewer(WatchdogState):
-    """The decisions of both watchdogs (the thread here, the task in ``lockguide.aio``).
-
-    A driver sets the lock classes it renews, its events, and the errors a
-    renewal may meet; it runs :meth:`_release_calls` and :meth:`_exit_calls` by
-    calling (or awaiting) each function they yield.
-    """
+    """The decisions of both watchdogs: this module's thread, and ``lockguide.aio``'s task."""
 
     _kinds: tuple[type[Any], ...]
     _label: str
@@ -140,11 +131,7 @@ class Renewer(WatchdogState):
         self._until: float | None = None
 
     def start(self) -> None:
-        """Start renewing the held lock.
-
-        Raises:
-            NotOwned: the lock is not held.
-        """
+        """Start renewing the held lock (``NotOwned`` if it is not held)."""
         if not self._lock.held:
             raise NotOwned(self._lock.key, "start a watchdog on")
         if self._runner is not None:
@@ -192,11 +179,6 @@ class Renewer(WatchdogState):
         yield self._lock.release
 
     def _exit_calls(self, exc: BaseException | None) -> Calls:
-        """Stop renewing and release; the body's own exception always wins.
-
-        After a body that succeeded, a lost lease is raised unless :meth:`check`
-        already reported it.
-        """
         if exc is not None:
             try:
                 yield from self._release_calls()
@@ -224,25 +206,21 @@ def _call(function: Callable[[], Any]) -> Any:
 class Watchdog(Renewer):
     """Renew a held ``Lock``, ``FencedLock`` or ``Redlock`` from a background thread.
 
-    Every ``every_ms`` the thread extends the lease by the TTL, until the holder
-    releases it (through the watchdog or directly), a renewal finds the key gone
-    or someone else's, or ``max_total_ms`` has passed. A failure is never silent:
-    :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release` report it.
+    Every ``every_ms`` it extends the lease, until the holder releases it, a renewal
+    finds the key gone or someone else's, or ``max_total_ms`` has passed. A failure is
+    never silent: :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release`.
 
     Args:
         lock: the lock to keep alive; ``with Watchdog(lock):`` acquires it if needed.
         every_ms: time between renewals, below the TTL (default: a third of it).
-        max_total_ms: if given, renew for at most this long from :meth:`start`
-            (by default: until released).
+        max_total_ms: if given, renew for at most this long (default: until released).
 
     Example::
 
-        lock = FencedLock(r, "lock:report", ttl_ms=30_000)
-        with Watchdog(lock, max_total_ms=600_000) as dog:
+        with Watchdog(FencedLock(r, "lock:report", ttl_ms=30_000)) as dog:
             for part in parts:
                 build(part)
                 dog.check()  # raises RenewalFailed once the lease is lost
-                store.write(lock.token, part)  # and the resource still fences
     """
 
     _kinds, _label, _event = (Lock, Redlock), "Lock, FencedLock or Redlock", threading.Event
