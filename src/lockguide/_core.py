@@ -65,6 +65,8 @@ class Sleep:
 
 
 Steps = Generator[Any, Any, T]
+#: Steps whose effects are functions to call (sync) or to call and await (asyncio).
+Calls = Generator[Callable[[], Any], Any, None]
 
 
 def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
@@ -80,6 +82,11 @@ def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
             reply, error = perform(effect), None
         except BaseException as raised:  # handed to the steps, which decide
             reply, error = None, raised
+
+
+def call(function: Callable[[], Any]) -> Any:
+    """Perform a yielded function, the synchronous way: ``drive(calls, call)``."""
+    return function()
 
 
 class LuaScript:
@@ -332,6 +339,10 @@ class LeaseState:
     _owners: list[object]
     _last_error: BaseException | None
     _owner_kinds: tuple[str, ...] = ("thread", "process")
+    _acquire_steps: Callable[[bool, object], Steps[bool]]  # the steps each lock defines
+    _locked_steps: Callable[[], Steps[bool]]
+    _owned_steps: Callable[[], Steps[bool]]
+    release: Callable[[], object]
 
     def _init_lease(
         self,
@@ -464,12 +475,25 @@ class LeaseState:
 
     _repr_prefix = ""  # "aio." in lockguide.aio
     _timed_with = False  # whether `with` reads the clock before acquiring
+    _exit_checks_owner = False
 
     def _describe(self, name: str, fields: str = "") -> str:
         """The ``repr`` of the Redis locks: ``name``, key, ``fields``, TTL, held or not."""
         state = "held" if self.held else "not held"
         where = f"{self._key!r} {fields}ttl_ms={self._ttl_ms}"
         return f"<{self._repr_prefix}{name} {where} {state}>"
+
+    def _exit_calls(self, exc: BaseException | None) -> Calls:
+        """Leaving ``with``: release if still held; the body's own exception wins."""
+        owners = self._owners if self._exit_checks_owner else []
+        if not self.held or (owners and not any(o is self._holder() for o in owners)):
+            return  # (in aio: nor a lock the block handed over)
+        try:
+            yield self.release
+        except Exception as error:
+            if exc is None:
+                raise
+            note_failed_release(exc, self._key, error)
 
     def _not_acquired(self, started: float) -> NotAcquired:
         """What ``with`` raises when ``acquire`` returned ``False``."""

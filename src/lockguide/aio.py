@@ -23,6 +23,7 @@ from lockguide import fencing
 from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
     UNSET,
+    Calls,
     ExtensionLimitReached,
     LeaseState,
     LockLost,
@@ -33,12 +34,11 @@ from lockguide._core import (
     Steps,
     T,
     bounded_pool,
-    note_failed_release,
 )
 from lockguide.fencing import Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps, master_reply
-from lockguide.renewal import BOUND_REACHED, Calls, Renewer
+from lockguide.renewal import BOUND_REACHED, Renewer
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
@@ -131,7 +131,7 @@ class AsyncLease(LeaseState):
     """
 
     _owner_kinds = ("task", "process")
-    _repr_prefix = "aio."
+    _repr_prefix, _exit_checks_owner = "aio.", True
     _calling: object = None
     _pools: list[redis.asyncio.ConnectionPool]
     _pending: set[asyncio.Task[Any]]
@@ -146,7 +146,15 @@ class AsyncLease(LeaseState):
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
     ) -> Coroutine[Any, Any, bool]:
         """Try to take the lock; ``True`` if this call got it (:meth:`lockguide.Lock.acquire`)."""
-        return self._drive(self._acquire_steps(blocking, timeout_ms))  # type: ignore[attr-defined]
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
+
+    def locked(self) -> Coroutine[Any, Any, bool]:
+        """Whether anybody holds the lock now (a Redlock: on a majority of masters)."""
+        return self._drive(self._locked_steps())
+
+    def owned(self) -> Coroutine[Any, Any, bool]:
+        """Whether the key holds this object's value now (asks Redis, not the local clock)."""
+        return self._drive(self._owned_steps())
 
     def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
         if not finish:
@@ -198,9 +206,6 @@ class AsyncLease(LeaseState):
         for pool in self._pools:
             await pool.disconnect(inuse_connections=False)
 
-    def release(self) -> Coroutine[Any, Any, Any]:
-        raise NotImplementedError
-
     async def __aenter__(self) -> Self:
         started = self._clock() if self._timed_with else 0.0
         if not await self.acquire():
@@ -214,15 +219,7 @@ class AsyncLease(LeaseState):
         tb: TracebackType | None,
     ) -> None:
         """Release if this task still owns it (not if handed over); the body's exception wins."""
-        if not self.held or (self._owners and not any(o is _task() for o in self._owners)):
-            return
-        if exc is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except Exception as error:
-            note_failed_release(exc, self._key, error)
+        await _await_calls(self._exit_calls(exc))
 
 
 class Lock(AsyncLease, ServerSteps):
@@ -271,14 +268,6 @@ class Lock(AsyncLease, ServerSteps):
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, None]:
         """Give the held lock a fresh lease of ``ttl_ms`` (:meth:`lockguide.Lock.extend`)."""
         return self._drive(self._extend_steps(ttl_ms))
-
-    def locked(self) -> Coroutine[Any, Any, bool]:
-        """Whether anybody (this object or another client) holds the lock now."""
-        return self._drive(self._locked_steps())
-
-    def owned(self) -> Coroutine[Any, Any, bool]:
-        """Whether the key holds this object's value now (asks Redis, not the local clock)."""
-        return self._drive(self._owned_steps())
 
     async def _send(self, effect: Send) -> Any:
         replies = await _exchange(await self._where(effect), effect.commands, effect.timeout_s)
@@ -392,14 +381,6 @@ class Redlock(RedlockSteps, AsyncLease):
     def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, int]:
         """Renew the lease on every master; how many did (:meth:`lockguide.Redlock.extend`)."""
         return self._drive(self._extend_steps(ttl_ms))
-
-    def locked(self) -> Coroutine[Any, Any, bool]:
-        """Whether a majority of masters hold the key now, for anyone."""
-        return self._drive(self._locked_steps())
-
-    def owned(self) -> Coroutine[Any, Any, bool]:
-        """Whether a majority of masters hold this object's value now."""
-        return self._drive(self._owned_steps())
 
     async def _send(self, effect: FanOut) -> list[Any]:
 

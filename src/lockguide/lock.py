@@ -32,8 +32,8 @@ from ._core import (
     Sleep,
     Steps,
     T,
+    call,
     drive,
-    note_failed_release,
 )
 from ._core import bounded_pool as _bounded_pool
 
@@ -121,19 +121,10 @@ def _read(conn: Any, count: int, due: float) -> tuple[Any, Any]:
     return reply, error
 
 
-def _sleep_or(effect: Any, perform: Callable[[Any], Any]) -> Any:
-    if isinstance(effect, Sleep):
-        return time.sleep(effect.seconds)
-    return perform(effect)
-
-
 class Lease(LeaseState):
     """``with`` for the synchronous locks: acquire on entry, release on the way out."""
 
     def acquire(self, *, blocking: bool = True, timeout_ms: Any = UNSET) -> bool:
-        raise NotImplementedError
-
-    def release(self) -> object:
         raise NotImplementedError
 
     def _acquire_for_with(self) -> None:
@@ -152,18 +143,51 @@ class Lease(LeaseState):
         tb: TracebackType | None,
     ) -> None:
         """Release if still held; the body's own exception wins, a failed release a note on it."""
-        if not self.held:
-            return
-        if exc is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except Exception as error:
-            note_failed_release(exc, self._key, error)
+        drive(self._exit_calls(exc), call)
 
 
-class Lock(Lease, ServerSteps):
+class Driven(Lease):
+    """The synchronous driver of :class:`Lock`'s and ``Redlock``'s steps."""
+
+    _pools: list[redis.ConnectionPool]
+
+    def _perform(self, effect: Any) -> Any:
+        raise NotImplementedError
+
+    def _sleep_or_perform(self, effect: Any) -> Any:
+        if isinstance(effect, Sleep):
+            return time.sleep(effect.seconds)
+        return self._perform(effect)
+
+    def _drive(self, steps: Steps[T]) -> T:
+        return drive(steps, self._sleep_or_perform)
+
+    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
+        """Try to take the lock (a Redlock: on a majority of masters); ``True`` if this call got it.
+
+        ``False`` if it is held by someone else, or Redis did not answer, until ``timeout_ms``
+        (default: the constructor's) ran out; :attr:`last_error` keeps the last error, and
+        ``with lock:`` raises :class:`NotAcquired`. ``blocking=False`` makes one try (then
+        give no ``timeout_ms``). Errors no retry can fix raise at once (a Redlock's:
+        :class:`~lockguide.MasterError`).
+        """
+        return self._drive(self._acquire_steps(blocking, timeout_ms))
+
+    def locked(self) -> bool:
+        """Whether anybody holds the lock now (a Redlock: on a majority of masters)."""
+        return self._drive(self._locked_steps())
+
+    def owned(self) -> bool:
+        """Whether the key holds this object's value now (asks Redis, not the local clock)."""
+        return self._drive(self._owned_steps())
+
+    def close(self) -> None:
+        """Close the connections of this lock's pools (shared with locks on the same clients)."""
+        for pool in self._pools:
+            pool.disconnect()
+
+
+class Lock(Driven, ServerSteps):
     """A mutual-exclusion lease on one Redis instance.
 
     Args:
@@ -212,17 +236,7 @@ class Lock(Lease, ServerSteps):
 
     def _init_lock(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
         self._init_server(client, request_timeout_ms, *lease)
-        self._pool = None if self._cluster else bounded_pool(client, self._request_s)
-
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
-        """Try to take the lock; ``True`` if this call got it.
-
-        ``False`` if it is held by someone else, or Redis did not answer, until ``timeout_ms``
-        (default: the constructor's) ran out; :attr:`last_error` keeps the last error, and
-        ``with lock:`` raises :class:`NotAcquired`. ``blocking=False`` makes one try (then
-        give no ``timeout_ms``). Errors no retry can fix raise at once.
-        """
-        return self._drive(self._acquire_steps(blocking, timeout_ms))
+        self._pools = [] if self._cluster else [bounded_pool(client, self._request_s)]
 
     def release(self) -> None:
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.
@@ -242,25 +256,9 @@ class Lock(Lease, ServerSteps):
         """
         self._drive(self._extend_steps(ttl_ms))
 
-    def locked(self) -> bool:
-        """Whether anybody (this object or another client) holds the lock now."""
-        return self._drive(self._locked_steps())
-
-    def owned(self) -> bool:
-        """Whether the key holds this object's value now (asks Redis, not the local clock)."""
-        return self._drive(self._owned_steps())
-
-    def close(self) -> None:
-        """Close this lock's pool's connections (shared with locks on the same client)."""
-        if self._pool is not None:
-            self._pool.disconnect()
-
-    def _drive(self, steps: Steps[T]) -> T:
-        return drive(steps, lambda effect: _sleep_or(effect, self._request))
-
-    def _request(self, effect: Send) -> Any:
-        if self._pool is not None:
-            return request(self._pool, effect)
+    def _perform(self, effect: Send) -> Any:
+        if self._pools:
+            return request(self._pools[0], effect)
         try:
             return request(self._node_pool(effect), effect)
         except rx.ConnectionError:  # a master gone: the cluster client re-learns the slots

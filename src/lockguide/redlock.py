@@ -28,7 +28,6 @@ from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
     EXTEND,
     RELEASE,
-    UNSET,
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
@@ -41,15 +40,13 @@ from lockguide._core import (
     Owner,
     Sleep,
     Steps,
-    T,
     check_client_of,
     check_ms,
     check_ttl_ms,
-    drive,
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Lease, _put, _sleep_or, _take, bounded_pool
+from lockguide.lock import Driven, _put, _take, bounded_pool
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -362,7 +359,7 @@ class RedlockSteps(LeaseState):
         return MajorityLost(self._key, action, confirmed=confirmed, needed=self._quorum, masters=n)
 
 
-class Redlock(RedlockSteps, Lease):
+class Redlock(RedlockSteps, Driven):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
@@ -424,14 +421,6 @@ class Redlock(RedlockSteps, Lease):
         """The clients, one per master, in the order given."""
         return self._masters
 
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
-        """Try to take the lock on a majority of masters; ``True`` if this call got it.
-
-        As :meth:`Lock.acquire`; raises :class:`~lockguide.MasterError` if a master answered
-        an error no retry can fix.
-        """
-        return self._drive(self._acquire_steps(blocking, timeout_ms))
-
     def release(self) -> int:
         """Compare-and-delete on every master; how many deleted this holder's key.
 
@@ -458,23 +447,7 @@ class Redlock(RedlockSteps, Lease):
         """
         return self._drive(self._extend_steps(ttl_ms))
 
-    def locked(self) -> bool:
-        """Whether a majority of masters hold the key now, for anyone."""
-        return self._drive(self._locked_steps())
-
-    def owned(self) -> bool:
-        """Whether a majority of masters hold this object's value now."""
-        return self._drive(self._owned_steps())
-
-    def close(self) -> None:
-        """Close the connections to every master (shared by Redlocks on the same clients)."""
-        for pool in self._pools:
-            pool.disconnect()
-
-    def _drive(self, steps: Steps[T]) -> T:
-        return drive(steps, lambda effect: _sleep_or(effect, self._fan_out))
-
-    def _fan_out(self, effect: FanOut) -> list[Any]:
+    def _perform(self, effect: FanOut) -> list[Any]:
         """Every request written before any reply is read; each master's reply, or its error.
 
         Cold masters are connected to all at once (two frozen ones cost one node timeout);

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -19,11 +19,13 @@ from redis.exceptions import RedisError
 from lockguide._core import (
     BadArgument,
     BadArgumentType,
+    Calls,
     LeaseState,
     LockError,
     LockLost,
     NotOwned,
     RenewalFailed,
+    call,
     check_ms,
     drive,
     note_failed_release,
@@ -104,9 +106,6 @@ class WatchdogState:
         if self._error is None:
             self._error = RenewalFailed(self._lock.key, reason)
         self._lost.set()
-
-
-Calls = Generator[Callable[[], Any], Any, None]
 
 
 class Renewer(WatchdogState):
@@ -199,10 +198,6 @@ class Renewer(WatchdogState):
         )
 
 
-def _call(function: Callable[[], Any]) -> Any:
-    return function()
-
-
 class Watchdog(Renewer):
     """Renew a held ``Lock``, ``FencedLock`` or ``Redlock`` from a background thread.
 
@@ -261,7 +256,7 @@ class Watchdog(Renewer):
             RenewalFailed: a renewal had failed; the lock was released if still ours.
             LockLost: the lease ran out unnoticed (a paused process); nothing deleted.
         """
-        drive(self._release_calls(), _call)
+        drive(self._release_calls(), call)
 
     def __enter__(self) -> Watchdog:
         if not self._lock.held:
@@ -275,7 +270,7 @@ class Watchdog(Renewer):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        drive(self._exit_calls(exc), _call)
+        drive(self._exit_calls(exc), call)
 
     def _spawn(self) -> threading.Thread:
         name = f"lockguide-watchdog:{self._lock.key}"
