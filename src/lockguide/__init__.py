@@ -3,9 +3,9 @@
 The same locks on ``redis.asyncio``, under the same names, are in :mod:`lockguide.aio`.
 """
 
-from lockguide import errors
+from lockguide import _core
+from lockguide._core import *  # noqa: F403 - the errors (lockguide.errors), named in _core.__all__
 from lockguide._core import DEFAULT_TIMEOUT_MS
-from lockguide.errors import *  # noqa: F403 - the errors, listed once in errors.__all__
 from lockguide.fencing import FencedLock, FencedStore, SqlFencedStore, Stored, WriteResult
 from lockguide.lock import Lock
 from lockguide.redlock import Attempt, Redlock
@@ -18,4 +18,4 @@ __all__ = ["DEFAULT_TIMEOUT_MS", "Attempt", "CasResult", "FencedLock", "FencedSt
 __all__ += ["Redlock", "SqlFencedStore", "Stored", "Verdict", "Versioned", "VersionedValue"]
 __all__ += ["Watchdog", "WriteResult", "drift_ms", "judge", "new_lock_value", "quorum"]
 __all__ += ["ttl_for_validity", "validity_ms"]
-__all__ += errors.__all__
+__all__ += _core.__all__  # the errors

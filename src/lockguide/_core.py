@@ -34,6 +34,12 @@ DEFAULT_TIMEOUT_MS = 10_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
 
+#: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
+__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
+__all__ += ["ExtensionLimitReached", "LockError", "LockLost", "MajorityLost", "MasterError"]
+__all__ += ["NoQuorum", "NotAcquired", "NotOwned", "RenewalFailed", "StaleToken"]
+__all__ += ["VersionConflict", "WrongOwner"]
+
 Clock = Callable[[], float]
 Owner = Literal["thread", "task", "process"]
 T = TypeVar("T")
