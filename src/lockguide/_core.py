@@ -191,9 +191,6 @@ def retryable(error: BaseException) -> bool:
     return isinstance(error, rx.ResponseError) and str(error).split(" ", 1)[0] in RETRYABLE_REPLIES
 
 
-# -- checks: refused before anything is sent, with what to write instead -------------
-
-
 def check_client_of(kind: type[T], label: str, client: object, name: str = "client") -> T:
     """A client of class ``kind`` (``redis.Redis``, ``redis.asyncio.Redis``), named ``label``."""
     if not isinstance(client, kind):
@@ -316,8 +313,6 @@ def bounded_pool(client: Any, timeout_s: float, kinds: tuple[Any, Any, Any], **w
             pool = mine[(timeout_s, *where.items())] = kind(**settings)
         return pool
 
-
-# -- lease state --------------------------------------------------------------------
 
 #: ``acquire(timeout_ms=...)``'s default: the constructor's ``timeout_ms``.
 UNSET: Any = object()
@@ -507,9 +502,6 @@ class LeaseState:
         error = NotAcquired(self._key, waited)
         error.__cause__ = self._last_error
         return error
-
-
-# -- one server: Lock and FencedLock ------------------------------------------------
 
 
 class ServerSteps(LeaseState):

@@ -34,15 +34,8 @@ from lockguide._core import (
 )
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
 
-__all__ = [
-    "MAX_TOKEN",
-    "FencedLock",
-    "FencedStore",
-    "SqlFencedStore",
-    "Stored",
-    "WriteResult",
-    "counter_key_for",
-]
+__all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored", "WriteResult"]
+__all__ += ["counter_key_for"]
 
 
 def _lua(name: str) -> LuaScript:

@@ -9,7 +9,6 @@ random pause. Safe only under the algorithm's timing assumptions.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import random
 import threading
@@ -112,64 +111,6 @@ def _cluster_refused(master: str) -> BadArgument:
     )
 
 
-def check_masters(
-    masters: object, client_type: type[Any], check: Callable[[object, str], Any], name: str
-) -> tuple[tuple[Any, ...], list[str]]:
-    """The masters as a tuple of checked clients, and where each is; refused if repeated."""
-    if isinstance(masters, client_type | str | bytes) or not isinstance(masters, Collection):
-        raise BadArgumentType(
-            f"masters must be a list of {name} clients, one per independent master, "
-            f"not {type(masters).__name__}"
-        )
-    clients = tuple(check(m, f"masters[{i}]") for i, m in enumerate(masters))
-    if not clients:
-        raise BadArgument(
-            "masters must not be empty: Redlock needs independent Redis masters "
-            "(five, on separate machines, is the usual choice)"
-        )
-    where = [_where(c) for c in clients]
-    for i, place in enumerate(where):
-        if place in where[:i]:
-            raise BadArgument(
-                f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
-                "each vote must come from an independent master, or one failure counts twice"
-            )
-    return clients, where
-
-
-def check_redlock_options(
-    lease: LeaseState,
-    node_timeout_ms: object,
-    retry_delay_ms: object,
-    max_extensions: object,
-    rng: object,
-    on_attempt: object,
-) -> float:
-    """Refuse what cannot work for a Redlock on ``lease``; the per-node timeout in ms."""
-    node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
-    if node_timeout >= lease._usable_ms:
-        raise BadArgument(
-            f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
-            f"ttl_ms={lease.ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
-        )
-    if lease._retry_delay_ms[0] == lease._retry_delay_ms[1]:
-        raise BadArgument(
-            f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
-            "contenders that wait the same time retry in step and split the vote again"
-        )
-    if max_extensions is None:
-        pass
-    elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
-        raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
-    elif max_extensions < 0:
-        raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
-    if rng is not None and not isinstance(rng, random.Random):
-        raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
-    if on_attempt is not None and not callable(on_attempt):
-        raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
-    return node_timeout
-
-
 def tally(
     replies: list[Any], elapsed_ms: float, ttl_ms: int, drift: tuple[float, float]
 ) -> tuple[Attempt, dict[int, BaseException], int | None]:
@@ -204,17 +145,59 @@ class RedlockSteps(LeaseState):
     _timed_with = True  # NoQuorum says how long `with` waited
 
     def _init_redlock(self, masters: Any, lease: tuple[object, ...], *options: Any) -> None:
-        if isinstance(masters, Collection) and not isinstance(masters, str | bytes):
-            for i, master in enumerate(masters):
-                if isinstance(master, self._cluster_type):
-                    raise _cluster_refused(f"masters[{i}]")
-        check = functools.partial(check_client_of, self._client_type, self._client_label)
-        clients, self._where = check_masters(masters, self._client_type, check, self._client_label)
+        """Check the masters and the options (before anything is sent) and set them up."""
+        name = self._client_label
+        if isinstance(masters, self._client_type | str | bytes) or not isinstance(
+            masters, Collection
+        ):
+            raise BadArgumentType(
+                f"masters must be a list of {name} clients, one per independent master, "
+                f"not {type(masters).__name__}"
+            )
+        for i, master in enumerate(masters):
+            if isinstance(master, self._cluster_type):
+                raise _cluster_refused(f"masters[{i}]")
+        clients = tuple(
+            check_client_of(self._client_type, name, m, f"masters[{i}]")
+            for i, m in enumerate(masters)
+        )
+        if not clients:
+            raise BadArgument(
+                "masters must not be empty: Redlock needs independent Redis masters "
+                "(five, on separate machines, is the usual choice)"
+            )
+        where = [_where(c) for c in clients]
+        for i, place in enumerate(where):
+            if place in where[:i]:
+                raise BadArgument(
+                    f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
+                    "each vote must come from an independent master, or one failure counts twice"
+                )
         self._init_lease(*lease)
-        self._node_timeout_ms = check_redlock_options(self, *options)
-        _, _, max_extensions, rng, on_attempt = options
-        self._masters, self._quorum = clients, quorum(len(clients))
-        self._timeout_s = self._node_timeout_ms / 1000.0
+        node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt = options
+        node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
+        if node_timeout >= self._usable_ms:
+            raise BadArgument(
+                f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
+                f"ttl_ms={self._ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
+            )
+        if self._retry_delay_ms[0] == self._retry_delay_ms[1]:
+            raise BadArgument(
+                f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
+                "contenders that wait the same time retry in step and split the vote again"
+            )
+        if max_extensions is None:
+            pass
+        elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
+            raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
+        elif max_extensions < 0:
+            raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
+        if rng is not None and not isinstance(rng, random.Random):
+            raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
+        if on_attempt is not None and not callable(on_attempt):
+            raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
+        self._masters, self._where, self._quorum = clients, where, quorum(len(clients))
+        self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
         self._pools = [self._pool_for(c, self._timeout_s) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
         self._uniform = (rng or random.Random()).uniform
