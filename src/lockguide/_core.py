@@ -201,6 +201,11 @@ def check_client_of(kind: type[T], label: str, client: object, name: str = "clie
     return client
 
 
+def check_client(flavour: Any, client: object, name: str = "client") -> Any:
+    """A ``flavour.Redis`` (``redis`` or ``redis.asyncio``, looked up at each call)."""
+    return check_client_of(flavour.Redis, f"{flavour.__name__}.Redis", client, name)
+
+
 def check_key(key: object, name: str = "key") -> str:
     """A non-empty string."""
     if not isinstance(key, str):
@@ -290,15 +295,19 @@ _POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictiona
 _POOLS_LOCK = threading.Lock()
 
 
-def bounded_pool(client: Any, timeout_s: float, kinds: tuple[Any, Any, Any], **where: Any) -> Any:
+def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
     """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
 
-    ``kinds``: the flavour's two pool classes and ``Retry``. The client's settings and
+    ``flavour``: the module ``redis`` or ``redis.asyncio``. The client's settings and
     pool size, every socket operation bounded by ``timeout_s``, and redis-py's retries
     off: a ``SET NX`` sent again after its reply was lost would find its own key.
     """
     source = client.connection_pool
-    plain, blocking, retry = kinds
+    plain, blocking, retry = (
+        flavour.ConnectionPool,
+        flavour.BlockingConnectionPool,
+        flavour.retry.Retry,
+    )
     with _POOLS_LOCK:
         mine = _POOLS.setdefault(source, {})
         pool = mine.get((timeout_s, *where.items()))
@@ -507,8 +516,7 @@ class LeaseState:
 class ServerSteps(LeaseState):
     """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot)."""
 
-    _client_type: type[Any]
-    _client_label: str
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
     _request_s: float
     _cluster: bool = False
@@ -516,11 +524,7 @@ class ServerSteps(LeaseState):
 
     def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
         self._cluster = isinstance(client, self._cluster_type)
-        self._client = (
-            client
-            if self._cluster
-            else check_client_of(self._client_type, self._client_label, client)
-        )
+        self._client = client if self._cluster else check_client(self._redis, client)
         self._init_lease(*lease)
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
         self._uniform = random.uniform

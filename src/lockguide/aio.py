@@ -17,7 +17,6 @@ from typing import Any, Self
 import redis.asyncio
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
 
 from lockguide import fencing
 from lockguide._core import (
@@ -42,12 +41,11 @@ from lockguide.renewal import BOUND_REACHED, Renewer
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
-_KINDS = (redis.asyncio.ConnectionPool, redis.asyncio.BlockingConnectionPool, Retry)
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled caller
 
 
 def _pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
-    return bounded_pool(client, timeout_s, _KINDS)  # type: ignore[no-any-return]
+    return bounded_pool(client, timeout_s, redis.asyncio)  # type: ignore[no-any-return]
 
 
 def _task() -> asyncio.Task[Any] | None:
@@ -233,8 +231,7 @@ class Lock(AsyncLease, ServerSteps):
             await build_report()
     """
 
-    _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
-    _cluster_type = RedisCluster
+    _redis, _cluster_type = redis.asyncio, RedisCluster
 
     def __init__(
         self,
@@ -311,8 +308,7 @@ class FencedLock(fencing.Fenced, Lock):
 class FencedStore(fencing.Store):
     """:class:`lockguide.FencedStore` on ``redis.asyncio``: writes only with a newer token."""
 
-    _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
-    _lock_type = FencedLock
+    _redis, _lock_type = redis.asyncio, FencedLock
 
     def __init__(
         self, client: redis.asyncio.Redis, key: str, *, lock: FencedLock | None = None
@@ -343,8 +339,7 @@ class Redlock(RedlockSteps, AsyncLease):
             await do_work()
     """
 
-    _client_type, _client_label = redis.asyncio.Redis, "redis.asyncio.Redis"
-    _cluster_type = RedisCluster
+    _redis, _cluster_type = redis.asyncio, RedisCluster
     _pool_for = staticmethod(_pool)
 
     def __init__(

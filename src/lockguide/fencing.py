@@ -28,7 +28,7 @@ from lockguide._core import (
     Owner,
     ServerSteps,
     StaleToken,
-    check_client_of,
+    check_client,
     check_count,
     check_key,
 )
@@ -217,12 +217,11 @@ class Store:
     """What both ``FencedStore`` classes decide; they only send (or await) the requests."""
 
     _client: Any
-    _client_type: type[Any]
-    _client_label: str
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
     _lock_type: type[Any]
 
     def _init_store(self, client: object, key: object, lock: object) -> None:
-        self._client = check_client_of(self._client_type, self._client_label, client)
+        self._client = check_client(self._redis, client)
         self._key = check_store_key(key, lock, self._lock_type)
         self._write = self._client.register_script(FENCED_WRITE.source)
 
@@ -251,7 +250,7 @@ class FencedStore(Store):
             (its keys must differ from ``key``).
     """
 
-    _client_type, _client_label, _lock_type = redis.Redis, "redis.Redis", FencedLock
+    _redis, _lock_type = redis, FencedLock
 
     def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
         self._init_store(client, key, lock)

@@ -20,7 +20,6 @@ from typing import Any, Self
 import redis
 from redis import exceptions as rx
 from redis.cluster import RedisCluster
-from redis.retry import Retry
 
 from ._core import (
     DEFAULT_TIMEOUT_MS,
@@ -41,12 +40,11 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 #: How long one request waits for Redis when no ``request_timeout_ms`` is given.
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
-_KINDS = (redis.ConnectionPool, redis.BlockingConnectionPool, Retry)
 
 
 def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.ConnectionPool:
     """The locks' own pool to ``client``'s server, shared by every lock on it."""
-    return _bounded_pool(client, timeout_s, _KINDS, **where)  # type: ignore[no-any-return]
+    return _bounded_pool(client, timeout_s, redis, **where)  # type: ignore[no-any-return]
 
 
 # Connections kept between requests, per pool, taken without the pool's per-checkout
@@ -215,7 +213,7 @@ class Lock(Driven, ServerSteps):
             publish_report()
     """
 
-    _client_type, _client_label, _cluster_type = redis.Redis, "redis.Redis", RedisCluster
+    _redis, _cluster_type = redis, RedisCluster
 
     def __init__(
         self,

@@ -39,7 +39,7 @@ from lockguide._core import (
     Owner,
     Sleep,
     Steps,
-    check_client_of,
+    check_client,
     check_ms,
     check_ttl_ms,
     new_lock_value,
@@ -126,8 +126,7 @@ def tally(
 class RedlockSteps(LeaseState):
     """Redlock's decisions over N masters (sync :class:`Redlock` and ``lockguide.aio.Redlock``)."""
 
-    _client_type: type[Any]
-    _client_label: str
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
     _pool_for: Callable[[Any, float], Any]
     _masters: tuple[Any, ...]
@@ -146,8 +145,8 @@ class RedlockSteps(LeaseState):
 
     def _init_redlock(self, masters: Any, lease: tuple[object, ...], *options: Any) -> None:
         """Check the masters and the options (before anything is sent) and set them up."""
-        name = self._client_label
-        if isinstance(masters, self._client_type | str | bytes) or not isinstance(
+        name = f"{self._redis.__name__}.Redis"
+        if isinstance(masters, self._redis.Redis | str | bytes) or not isinstance(
             masters, Collection
         ):
             raise BadArgumentType(
@@ -158,8 +157,7 @@ class RedlockSteps(LeaseState):
             if isinstance(master, self._cluster_type):
                 raise _cluster_refused(f"masters[{i}]")
         clients = tuple(
-            check_client_of(self._client_type, name, m, f"masters[{i}]")
-            for i, m in enumerate(masters)
+            check_client(self._redis, m, f"masters[{i}]") for i, m in enumerate(masters)
         )
         if not clients:
             raise BadArgument(
@@ -373,7 +371,7 @@ class Redlock(RedlockSteps, Driven):
             do_work()
     """
 
-    _client_type, _client_label, _cluster_type = redis.Redis, "redis.Redis", RedisCluster
+    _redis, _cluster_type = redis, RedisCluster
     _pool_for = staticmethod(bounded_pool)
 
     def __init__(
