@@ -8,7 +8,6 @@ write only if its token beats every one they accepted, atomically with the write
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import itertools
 import time
 from collections.abc import Callable
@@ -38,13 +37,36 @@ __all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored",
 __all__ += ["counter_key_for"]
 
 
-def _lua(name: str) -> LuaScript:
-    """A script of ``lockguide/scripts/`` (package data; the guide shows the same files)."""
-    return LuaScript(importlib.resources.files("lockguide.scripts").joinpath(name).read_text())
+# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
+FENCED_ACQUIRE = LuaScript("""\
+-- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
+-- KEYS[1] = the lock key
+-- KEYS[2] = the token counter for this resource (never expires)
+-- ARGV[1] = this holder's random value
+-- ARGV[2] = the time to live, in milliseconds
+-- Returns the new token (1, 2, 3, ...) when the lock was taken, 0 when it is held.
+-- Nobody can get a token without the lock, or the lock without a token.
+if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return 0
+end
+return redis.call("INCR", KEYS[2])
+""")
 
-
-FENCED_ACQUIRE = _lua("fenced_acquire.lua")
-FENCED_WRITE = _lua("fenced_write.lua")
+FENCED_WRITE = LuaScript("""\
+-- Fenced write: store a value only if its token is newer than every token accepted so far.
+-- KEYS[1] = the resource, a hash holding "value" and "token" (the highest accepted)
+-- ARGV[1] = the writer's fencing token
+-- ARGV[2] = the value to store
+-- Returns {1, token} when the write was accepted,
+--         {0, highest} when it was refused because a token >= it was already accepted.
+local highest = tonumber(redis.call("HGET", KEYS[1], "token") or "0")
+local token = tonumber(ARGV[1])
+if token <= highest then
+    return {0, highest}
+end
+redis.call("HSET", KEYS[1], "value", ARGV[2], "token", ARGV[1])
+return {1, token}
+""")
 
 #: The largest token a store accepts. Lua compares numbers as doubles, which
 #: are exact integers only up to 2**53; a counter will not get there in practice.
