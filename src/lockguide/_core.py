@@ -352,6 +352,7 @@ class LeaseState:
     _acquire_steps: Callable[[bool, object], Steps[bool]]  # the steps each lock defines
     _locked_steps: Callable[[], Steps[bool]]
     _owned_steps: Callable[[], Steps[bool]]
+    acquire: Callable[..., Any]
     release: Callable[[], object]
 
     def _init_lease(
@@ -492,6 +493,12 @@ class LeaseState:
         state = "held" if self.held else "not held"
         where = f"{self._key!r} {fields}ttl_ms={self._ttl_ms}"
         return f"<{self._repr_prefix}{name} {where} {state}>"
+
+    def _enter_calls(self) -> Calls:
+        """Entering ``with``: acquire, or raise ``NotAcquired`` (a Redlock: ``NoQuorum``)."""
+        started = self._clock() if self._timed_with else 0.0
+        if not (yield self.acquire):
+            raise self._not_acquired(started) from self._last_error
 
     def _exit_calls(self, exc: BaseException | None) -> Calls:
         """Leaving ``with``: release if still held; the body's own exception wins."""

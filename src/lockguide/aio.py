@@ -205,9 +205,7 @@ class AsyncLease(LeaseState):
             await pool.disconnect(inuse_connections=False)
 
     async def __aenter__(self) -> Self:
-        started = self._clock() if self._timed_with else 0.0
-        if not await self.acquire():
-            raise self._not_acquired(started) from self._last_error
+        await _await_calls(self._enter_calls())
         return self
 
     async def __aexit__(

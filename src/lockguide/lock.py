@@ -126,9 +126,7 @@ class Lease(LeaseState):
         raise NotImplementedError
 
     def _acquire_for_with(self) -> None:
-        started = self._clock() if self._timed_with else 0.0
-        if not self.acquire():
-            raise self._not_acquired(started) from self._last_error
+        drive(self._enter_calls(), call)
 
     def __enter__(self) -> Self:
         self._acquire_for_with()
