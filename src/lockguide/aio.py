@@ -26,6 +26,7 @@ from lockguide._core import (
     ExtensionLimitReached,
     LeaseState,
     LockLost,
+    NotOwned,
     Owner,
     Send,
     ServerSteps,
@@ -398,7 +399,7 @@ class Watchdog(Renewer):
 
     _kinds, _label = (Lock, Redlock), "lockguide.aio Lock, FencedLock or Redlock"
     _event, _repr_prefix, _say_why = asyncio.Event, "aio.", True
-    _handled = (LockLost, ExtensionLimitReached, rx.RedisError, OSError)
+    _handled = (NotOwned, ExtensionLimitReached, rx.RedisError, OSError)
     _gone = (LockLost, ExtensionLimitReached)
 
     def __init__(
