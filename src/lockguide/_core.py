@@ -166,6 +166,14 @@ def run_script(
             node, asking, refresh = (redirect.host, redirect.port), kind == "ask", kind == "moved"
 
 
+def server_reply(replies: list[Any]) -> Any:
+    """One server's answer to a :class:`Send`: the last reply; the first error reply raises."""
+    for reply in replies:
+        if isinstance(reply, rx.ResponseError):
+            raise reply
+    return replies[-1]
+
+
 #: Error replies a later try may not get, by the message's first word.
 RETRYABLE_REPLIES = frozenset(
     ("OOM", "BUSY", "NOREPLICAS", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY", "CLUSTERDOWN")

@@ -34,6 +34,7 @@ from lockguide._core import (
     Steps,
     T,
     bounded_pool,
+    server_reply,
 )
 from lockguide.fencing import Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
@@ -266,11 +267,8 @@ class Lock(AsyncLease, ServerSteps):
         return self._drive(self._extend_steps(ttl_ms))
 
     async def _send(self, effect: Send) -> Any:
-        replies = await _exchange(await self._where(effect), effect.commands, effect.timeout_s)
-        errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
-        if errors:
-            raise errors[0]
-        return replies[-1]
+        where = await self._where(effect)
+        return server_reply(await _exchange(where, effect.commands, effect.timeout_s))
 
     async def _where(self, effect: Send) -> Any:
         if self._pools:

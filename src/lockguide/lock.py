@@ -33,6 +33,7 @@ from ._core import (
     T,
     call,
     drive,
+    server_reply,
 )
 from ._core import bounded_pool as _bounded_pool
 
@@ -88,35 +89,33 @@ def request(pool: redis.ConnectionPool, effect: Send) -> Any:
         due = time.monotonic() + effect.timeout_s
         conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
         try:
-            reply, error = _read(conn, len(effect.commands), due)
+            replies = _read(conn, len(effect.commands), due)
         except rx.ConnectionError as lost:
             if not kept or isinstance(lost.__context__, rx.ResponseError):
                 raise  # a fresh connection failed, or the server answered (a demoted master)
             conn.disconnect()
             conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
-            reply, error = _read(conn, len(effect.commands), due)
+            replies = _read(conn, len(effect.commands), due)
     except BaseException:
         conn.disconnect()
         raise
     finally:
         _put(pool, conn)
-    if error is not None:
-        raise error
-    return reply
+    return server_reply(replies)
 
 
-def _read(conn: Any, count: int, due: float) -> tuple[Any, Any]:
-    """``count`` replies by ``due``: the last, and the first error reply."""
-    reply, error = None, None
+def _read(conn: Any, count: int, due: float) -> list[Any]:
+    """``count`` replies by ``due``, error replies among them."""
+    replies = []
     for _ in range(count):
         left = due - time.monotonic()
         if left <= 0:
             raise rx.TimeoutError("no reply within the time the request was given")
         try:
-            reply = conn.read_response(timeout=left)
+            replies.append(conn.read_response(timeout=left))
         except rx.ResponseError as answered:  # an answer like any other: read on
-            error = error or answered
-    return reply, error
+            replies.append(answered)
+    return replies
 
 
 class Lease(LeaseState):
