@@ -39,7 +39,7 @@ from lockguide._core import (
 from lockguide.fencing import Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps, master_reply
-from lockguide.renewal import BOUND_REACHED, Renewer
+from lockguide.renewal import Renewer
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
@@ -447,25 +447,21 @@ class Watchdog(Renewer):
     def _spawn(self) -> asyncio.Task[None]:
         return asyncio.ensure_future(self._renew())
 
-    async def _waited(self, seconds: float) -> bool:
+    async def _wait(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
                 await self._stop.wait()
         return bool(self._stop.is_set())
 
+    async def _renew_once(self) -> float | None:
+        try:
+            await self._lock.extend()
+        except self._handled as error:
+            return self._after(error)
+        return self._after(None)
+
     async def _renew(self) -> None:
         try:
-            wait: float | None = self._every_s
-            while wait is not None and not await self._waited(wait):
-                if self._bound_passed():
-                    if not await self._waited(self._lock.validity_remaining_ms() / 1000.0):
-                        self._fail(BOUND_REACHED)
-                    return
-                try:
-                    await self._lock.extend()
-                except self._handled as error:
-                    wait = self._after(error)
-                else:
-                    wait = self._after(None)
+            await _await_calls(self._loop_calls())
         except Exception as error:  # never die silently
             self._fail(f"the watchdog task crashed: {error!r}")

@@ -8,6 +8,7 @@ pauses: a process paused past its lease, watchdog included, is refused only by f
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -120,6 +121,8 @@ class Renewer(WatchdogState):
     _repr_prefix = ""
     _lock: Any
     _runner: Any = None
+    _wait: Callable[[float], Any]  # True once stop() is called (awaited in aio)
+    _renew_once: Callable[[], Any]  # one extension; the wait before the next (None: stop)
 
     def _init_watchdog(self, lock: object, every_ms: object, max_total_ms: object) -> None:
         if not isinstance(lock, self._kinds):
@@ -148,6 +151,17 @@ class Renewer(WatchdogState):
 
     def _bound_passed(self) -> bool:
         return self._until is not None and time.monotonic() >= self._until
+
+    def _loop_calls(self) -> Calls:
+        """Renew every ``every_ms`` (sooner after a Redis error) until stopped, lost or bounded."""
+        wait = self._every_s
+        while wait is not None and not (yield functools.partial(self._wait, wait)):
+            if self._bound_passed():
+                left_s = self._lock.validity_remaining_ms() / 1000.0
+                if not (yield functools.partial(self._wait, left_s)):
+                    self._fail(BOUND_REACHED)
+                return
+            wait = yield self._renew_once
 
     def _after(self, error: BaseException | None) -> float | None:
         """The wait before the next renewal after one that raised ``error`` (``None``: stop)."""
@@ -279,23 +293,21 @@ class Watchdog(Renewer):
     def _launch(self) -> None:
         self._runner.start()
 
+    def _wait(self, seconds: float) -> bool:
+        return bool(self._stop.wait(seconds))
+
+    def _renew_once(self) -> float | None:
+        with self._mutex:  # stop() waits for a renewal in flight
+            if self._stop.is_set():
+                return None
+            try:
+                self._lock.extend()
+            except self._handled as error:
+                return self._after(error)
+            return self._after(None)
+
     def _run(self) -> None:
-        """Extend every ``_every_s`` (sooner after a Redis error) until stopped or lost."""
         try:
-            wait: float | None = self._every_s
-            while wait is not None and not self._stop.wait(wait):
-                if self._bound_passed():
-                    if not self._stop.wait(self._lock.validity_remaining_ms() / 1000.0):
-                        self._fail(BOUND_REACHED)
-                    return
-                with self._mutex:
-                    if self._stop.is_set():
-                        return
-                    try:
-                        self._lock.extend()
-                    except self._handled as error:
-                        wait = self._after(error)
-                    else:
-                        wait = self._after(None)
+            drive(self._loop_calls(), call)
         except BaseException as error:  # never die silently
             self._fail(f"the watchdog thread crashed: {error!r}")
