@@ -1,32 +1,10 @@
 """The decisions every lock here makes, written once and free of I/O (sans-IO).
 
-Read :mod:`lockguide.lock` first; this module is the one other file ``Lock`` needs
-(copy both, they import each other relatively). It holds:
-
-* **Errors**, one hierarchy (re-exported by :mod:`lockguide.errors`).
-* **Checks** that run before anything is sent and say what to write instead.
-* **Scripts**, inline Lua run with ``EVALSHA`` (loaded on ``NOSCRIPT``).
-* **Lease state** (:class:`LeaseState`): key, TTL, this holder's value, its deadline
-  on the lock's clock, and who may use it: the process, and the thread or task.
-* **Steps**: each operation (acquire, release, extend, a clean-up) is a generator
-  that *yields effects* and *receives* what they produced, in the style of h11
-  and h2. An effect is :class:`Send` (commands to the lock's server, with the
-  most the reply may be waited for) or :class:`Sleep`. A driver performs each
-  effect and sends back the reply, or throws in the exception it raised; the
-  generator's return value is the operation's result. The synchronous driver is
-  :meth:`lockguide.lock.Lock._drive` (:func:`drive` with a ``perform`` function);
-  :mod:`lockguide.aio` drives the same generators over ``redis.asyncio``.
-  Redlock's fan-out steps, over N masters, are in :mod:`lockguide.redlock`.
-
-A driver (``lock.py``; ``aio.py`` over ``redis.asyncio``) subclasses
-:class:`ServerSteps` (or ``redlock.RedlockSteps``), calls :meth:`LeaseState._init_lease`,
-sets ``_request_s``, ``_cluster`` and ``_uniform``, overrides :meth:`LeaseState._holder`
-(and ``_owner_kinds``) for its kind of owner, and runs ``_acquire_steps``,
-``_release_steps``, ``_extend_steps`` with its own loop: for each yielded effect,
-perform it (``Send``: :func:`run_script` already handled NOSCRIPT, MOVED and ASK;
-``FanOut``: every master at once) and ``send`` the reply or ``throw`` the error
-back. The asyncio driver alone decides about cancellation and shielding.
-Nothing here reads a private attribute of redis-py.
+Copy this file with ``lock.py`` (they import each other relatively). Each operation
+is a generator of *steps* that yields effects (:class:`Send`, :class:`Sleep`; Redlock's
+``FanOut``) and receives their replies, or the exceptions they raised. A driver
+performs them: :func:`drive` for the synchronous locks, ``lockguide.aio`` over
+``redis.asyncio``, the one place that knows about cancellation.
 """
 
 from __future__ import annotations
@@ -36,13 +14,16 @@ import hashlib
 import math
 import numbers
 import os
+import random
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from redis import exceptions as rx
+from redis.backoff import NoBackoff
 
 #: The longest lease a lock accepts: one week. A crashed holder keeps everybody
 #: out for a whole TTL; work that runs longer renews a shorter lease (Watchdog).
@@ -53,30 +34,27 @@ DEFAULT_TIMEOUT_MS = 10_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
 
+#: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
+__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
+__all__ += ["ExtensionLimitReached", "LockError", "LockLost", "MajorityLost", "MasterError"]
+__all__ += ["NoQuorum", "NotAcquired", "NotOwned", "RenewalFailed", "StaleToken"]
+__all__ += ["VersionConflict", "WrongOwner"]
+
 Clock = Callable[[], float]
 Owner = Literal["thread", "task", "process"]
 T = TypeVar("T")
 
 
 def new_lock_value() -> str:
-    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits.
-
-    Hex keeps the value printable and safe for clients created with
-    ``decode_responses=True``; the randomness is the full 160 bits either way.
-    """
+    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits."""
     return secrets.token_hex(VALUE_BYTES)
-
-
-# -- effects and their driver -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Write ``commands`` to the server in one go; the reply is the last command's.
+    """Write ``commands`` in one go; the last one's reply, waited for at most ``timeout_s``.
 
-    ``timeout_s`` is the most the replies may be waited for. ``node`` (a Cluster's
-    ``(host, port)``) sends to that node instead of the key's master, after
-    ``refresh`` (re-learn the slot map) when the slot has moved.
+    ``node`` (a Cluster's ``(host, port)``): send there, after ``refresh`` (re-learn the slots).
     """
 
     commands: tuple[tuple[Any, ...], ...]
@@ -93,14 +71,12 @@ class Sleep:
 
 
 Steps = Generator[Any, Any, T]
+#: Steps whose effects are functions to call (sync) or to call and await (asyncio).
+Calls = Generator[Callable[[], Any], Any, None]
 
 
 def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
-    """Run ``steps`` to its result, performing each effect it yields with ``perform``.
-
-    Whatever ``perform`` raises (``Ctrl-C`` too) is thrown into the steps, which
-    may yield their clean-up before the exception goes on.
-    """
+    """Run ``steps`` to its result, performing each effect; what ``perform`` raises is thrown in."""
     reply: Any = None
     error: BaseException | None = None
     while True:
@@ -114,7 +90,9 @@ def drive(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
             reply, error = None, raised
 
 
-# -- scripts ------------------------------------------------------------------------
+def call(function: Callable[[], Any]) -> Any:
+    """Perform a yielded function, the synchronous way: ``drive(calls, call)``."""
+    return function()
 
 
 class LuaScript:
@@ -129,8 +107,7 @@ class LuaScript:
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-# The scripts' text is also in ``scripts/*.lua`` (the guide's pages show those files);
-# a test checks the two are equal.
+# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
 RELEASE = LuaScript("""\
 -- Compare-and-delete: remove the lock only if it still holds
 -- the caller's value.
@@ -164,10 +141,8 @@ def run_script(
 ) -> Steps[Any]:
     """Send one command (a script's ``EVALSHA`` if ``script``); its reply.
 
-    ``NOSCRIPT`` (first use, a restart, ``SCRIPT FLUSH``) loads the script and
-    runs it again; on a Cluster, ``MOVED`` re-learns the slot map and sends once
-    more to the slot's new master, and ``ASK`` sends ``ASKING`` and the command
-    to the node importing the slot. Each at most once.
+    ``NOSCRIPT`` loads the script and runs it again; on a Cluster ``MOVED`` re-learns the
+    slots and ``ASK`` sends ``ASKING`` to the importing node. Each at most once.
     """
     node: tuple[str, int] | None = None
     load = asking = refresh = False
@@ -191,8 +166,15 @@ def run_script(
             node, asking, refresh = (redirect.host, redirect.port), kind == "ask", kind == "moved"
 
 
-#: Error replies a later try may not get (the server is busy, out of memory,
-#: loading, read-only, between failovers); the message's first word.
+def server_reply(replies: list[Any]) -> Any:
+    """One server's answer to a :class:`Send`: the last reply; the first error reply raises."""
+    for reply in replies:
+        if isinstance(reply, rx.ResponseError):
+            raise reply
+    return replies[-1]
+
+
+#: Error replies a later try may not get, by the message's first word.
 RETRYABLE_REPLIES = frozenset(
     ("OOM", "BUSY", "NOREPLICAS", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY", "CLUSTERDOWN")
 )
@@ -209,18 +191,12 @@ _RETRYABLE_TYPES = (
 
 
 def retryable(error: BaseException) -> bool:
-    """Whether a later try may succeed: no answer in time, a lost connection, a busy server.
-
-    Wrong credentials, a missing permission, an unknown command: no retry fixes those.
-    """
+    """Whether a later try may succeed; never for credentials, permissions, unknown commands."""
     if isinstance(error, rx.AuthenticationError | rx.AuthorizationError | rx.NoPermissionError):
         return False
     if isinstance(error, _RETRYABLE_TYPES):
         return True
     return isinstance(error, rx.ResponseError) and str(error).split(" ", 1)[0] in RETRYABLE_REPLIES
-
-
-# -- checks -------------------------------------------------------------------------
 
 
 def check_client_of(kind: type[T], label: str, client: object, name: str = "client") -> T:
@@ -231,6 +207,11 @@ def check_client_of(kind: type[T], label: str, client: object, name: str = "clie
             f"not {type(client).__name__}"
         )
     return client
+
+
+def check_client(flavour: Any, client: object, name: str = "client") -> Any:
+    """A ``flavour.Redis`` (``redis`` or ``redis.asyncio``, looked up at each call)."""
+    return check_client_of(flavour.Redis, f"{flavour.__name__}.Redis", client, name)
 
 
 def check_key(key: object, name: str = "key") -> str:
@@ -300,7 +281,7 @@ def check_delay_range(value: object, name: str = "retry_delay_ms") -> tuple[floa
 
 
 def check_drift(factor: object, floor_ms: object) -> tuple[float, float]:
-    """The clock-drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
+    """The drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
         raise BadArgumentType(f"drift_factor must be a number, not {factor!r}")
     if not 0 <= float(factor) < 1:
@@ -318,24 +299,37 @@ def check_clock(clock: object) -> Clock:
     return clock
 
 
-def pool_settings(pool: Any, timeout_s: float) -> dict[str, Any]:
-    """What a lock's own pool to ``pool``'s server is made with (sync and asyncio alike).
+_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
 
-    The pool's public ``connection_class`` and ``connection_kwargs`` (address,
-    credentials, TLS, database, protocol, encoding) and its size, with every
-    socket operation bounded by ``timeout_s`` and redis-py's retries off: a
-    ``SET NX`` sent again after its reply was lost would find the holder's own key.
-    The driver adds ``retry`` (no retries, in its own flavour: sync or asyncio).
+
+def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
+    """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
+
+    ``flavour``: the module ``redis`` or ``redis.asyncio``. The client's settings and
+    pool size, every socket operation bounded by ``timeout_s``, and redis-py's retries
+    off: a ``SET NX`` sent again after its reply was lost would find its own key.
     """
-    settings = dict(pool.connection_kwargs)
-    settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_error=[])
-    settings.update(connection_class=pool.connection_class, max_connections=pool.max_connections)
-    if getattr(pool, "queue_class", None) is not None:  # a BlockingConnectionPool: its wait
-        settings["timeout"] = pool.timeout
-    return settings
+    source = client.connection_pool
+    plain, blocking, retry = (
+        flavour.ConnectionPool,
+        flavour.BlockingConnectionPool,
+        flavour.retry.Retry,
+    )
+    with _POOLS_LOCK:
+        mine = _POOLS.setdefault(source, {})
+        pool = mine.get((timeout_s, *where.items()))
+        if pool is None:
+            settings = dict(source.connection_kwargs, retry=retry(NoBackoff(), 0), **where)
+            settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+            settings.update(connection_class=source.connection_class, retry_on_error=[])
+            settings["max_connections"] = source.max_connections
+            if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
+                settings["timeout"] = source.timeout
+            kind = blocking if isinstance(source, blocking) else plain
+            pool = mine[(timeout_s, *where.items())] = kind(**settings)
+        return pool
 
-
-# -- lease state --------------------------------------------------------------------
 
 #: ``acquire(timeout_ms=...)``'s default: the constructor's ``timeout_ms``.
 UNSET: Any = object()
@@ -344,11 +338,9 @@ UNSET: Any = object()
 class LeaseState:
     """The state of one lease and the rules every lock here shares; no I/O.
 
-    A subclass's ``__init__`` calls :meth:`_init_lease`. ``_value`` is ``None``
-    whenever the lock is not held. :meth:`_holder` names the caller a grant
-    belongs to: the current ``threading.Thread`` object here (never its ident,
-    which a later thread may reuse), the ``asyncio.Task`` in :mod:`lockguide.aio`;
-    with ``owner="process"``, any thread or task of the acquiring process.
+    ``_value`` is ``None`` unless held. A grant belongs to :meth:`_holder`: the current
+    ``threading.Thread`` (never its reusable ident), an ``asyncio.Task`` in ``lockguide.aio``,
+    or, with ``owner="process"``, the acquiring process.
     """
 
     _key: str
@@ -365,6 +357,11 @@ class LeaseState:
     _owners: list[object]
     _last_error: BaseException | None
     _owner_kinds: tuple[str, ...] = ("thread", "process")
+    _acquire_steps: Callable[[bool, object], Steps[bool]]  # the steps each lock defines
+    _locked_steps: Callable[[], Steps[bool]]
+    _owned_steps: Callable[[], Steps[bool]]
+    acquire: Callable[..., Any]
+    release: Callable[[], object]
 
     def _init_lease(
         self,
@@ -418,11 +415,7 @@ class LeaseState:
 
     @property
     def held(self) -> bool:
-        """Whether this object acquired the lock, in this process, and has not let it go.
-
-        This is the holder's *belief*: the lease may have expired meanwhile
-        (:meth:`validity_remaining_ms`). In a forked child it is ``False``.
-        """
+        """Whether this object holds the lock, in this process (it may have expired meanwhile)."""
         return self._value is not None and self._pid == os.getpid()
 
     @property
@@ -431,26 +424,17 @@ class LeaseState:
         return self._last_error
 
     def validity_remaining_ms(self) -> float:
-        """Milliseconds the holder may still rely on the lock; ``0.0`` when not held.
-
-        The TTL, minus the time since just before the request that won (or last
-        extended) the lease, minus the drift allowance, on the lock's clock.
-        """
+        """Milliseconds the holder may still rely on it (TTL - elapsed - drift); 0 if not held."""
         if not self.held:
             return 0.0
         return max(0.0, (self._deadline - self._clock()) * 1000.0)
 
     def hand_over(self, to: object) -> None:
-        """Let ``to`` (a ``threading.Thread``; an ``asyncio.Task`` in ``lockguide.aio``) own it.
-
-        Only the current owner may hand the lock over; afterwards only ``to``
-        may release or extend it.
-        """
+        """Let ``to`` (a ``threading.Thread`` or ``asyncio.Task``) alone release or extend it."""
         self._check_owner("hand over")
         self._owners = [to]
 
     def _holder(self) -> object:
-        """Who is calling: the current ``threading.Thread``."""
         return threading.current_thread()
 
     def _give_up_at(self, blocking: bool, timeout_ms: object) -> float | None:
@@ -508,21 +492,60 @@ class LeaseState:
         if self._value == value:
             self._value = None
 
+    _repr_prefix = ""  # "aio." in lockguide.aio
+    _timed_with = False  # whether `with` reads the clock before acquiring
+    _exit_checks_owner = False
 
-# -- one server: Lock and FencedLock ------------------------------------------------
+    def _describe(self, name: str, fields: str = "") -> str:
+        """The ``repr`` of the Redis locks: ``name``, key, ``fields``, TTL, held or not."""
+        state = "held" if self.held else "not held"
+        where = f"{self._key!r} {fields}ttl_ms={self._ttl_ms}"
+        return f"<{self._repr_prefix}{name} {where} {state}>"
+
+    def _enter_calls(self) -> Calls:
+        """Entering ``with``: acquire, or raise ``NotAcquired`` (a Redlock: ``NoQuorum``)."""
+        started = self._clock() if self._timed_with else 0.0
+        if not (yield self.acquire):
+            raise self._not_acquired(started) from self._last_error
+
+    def _exit_calls(self, exc: BaseException | None) -> Calls:
+        """Leaving ``with``: release if still held; the body's own exception wins."""
+        owners = self._owners if self._exit_checks_owner else []
+        if not self.held or (owners and not any(o is self._holder() for o in owners)):
+            return  # (in aio: nor a lock the block handed over)
+        try:
+            yield self.release
+        except Exception as error:
+            if exc is None:
+                raise
+            note_failed_release(exc, self._key, error)
+
+    def _not_acquired(self, started: float) -> NotAcquired:
+        """What ``with`` raises when ``acquire`` returned ``False``."""
+        waited = self._timeout_ms if self._timeout_ms is not None else 0.0
+        error = NotAcquired(self._key, waited)
+        error.__cause__ = self._last_error
+        return error
 
 
 class ServerSteps(LeaseState):
-    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
+    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot)."""
 
-    Subclasses set ``_request_s`` (one request's timeout), ``_cluster`` and
-    ``_uniform`` (the random draw), and may override :meth:`_grant_command` and
-    :meth:`_granted` (``FencedLock`` draws its token there).
-    """
-
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
+    _cluster_type: type[Any]
     _request_s: float
     _cluster: bool = False
     _uniform: Callable[[float, float], float]
+
+    def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
+        self._cluster = isinstance(client, self._cluster_type)
+        self._client = client if self._cluster else check_client(self._redis, client)
+        self._init_lease(*lease)
+        self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
+        self._uniform = random.uniform
+
+    def __repr__(self) -> str:
+        return self._describe(type(self).__name__)
 
     def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         return None, ("SET", self._key, value, "NX", "PX", self._ttl_ms)
@@ -530,16 +553,15 @@ class ServerSteps(LeaseState):
     def _granted(self, reply: Any) -> bool:
         return reply is not None and reply is not False
 
-    def _script(self, script: LuaScript, timeout_s: float, *args: Any) -> Steps[Any]:
-        command = script.command((self._key,), args)
+    def _script(self, script: LuaScript | None, timeout_s: float, *args: Any) -> Steps[Any]:
+        command = (args[0], self._key) if script is None else script.command((self._key,), args)
         return run_script(script, command, timeout_s, self._cluster)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
-        """Try (and retry until the deadline) ``SET NX``; ``True`` once granted in time.
+        """``SET NX``, retried until the deadline; ``True`` once granted in time.
 
-        An error a retry may fix is retried within the deadline and kept as
-        :attr:`last_error`; any other raises. Whatever interrupts a try (an
-        error, ``Ctrl-C``, a cancellation) deletes this try's value first.
+        An error a retry may fix is kept as :attr:`last_error`; any other raises. Whatever
+        interrupts a try (an error, ``Ctrl-C``, a cancellation) deletes its value first.
         """
         give_up_at = self._give_up_at(blocking, timeout_ms)
         first = True
@@ -585,9 +607,9 @@ class ServerSteps(LeaseState):
             yield Sleep(pause)
 
     def _discard(self, value: str, timeout_s: float) -> Steps[None]:
-        """Best effort: delete ``value`` if it is the key's (the caller is giving up anyway)."""
+        """Best effort: delete ``value`` if it is the key's (the TTL ends it otherwise)."""
         if timeout_s > 0:
-            with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
+            with contextlib.suppress(Exception):
                 yield from self._script(RELEASE, timeout_s, value)
 
     def _release_steps(self) -> Steps[None]:
@@ -610,11 +632,14 @@ class ServerSteps(LeaseState):
         if self._value == value:  # not released and re-acquired meanwhile
             self._deadline = started + usable_ms / 1000.0
 
-    def _not_acquired(self) -> NotAcquired:
-        waited = self._timeout_ms if self._timeout_ms is not None else 0.0
-        error = NotAcquired(self._key, waited)
-        error.__cause__ = self._last_error
-        return error
+    def _locked_steps(self) -> Steps[bool]:
+        return bool((yield from self._script(None, self._request_s, "EXISTS")))
+
+    def _owned_steps(self) -> Steps[bool]:
+        mine = self.value
+        if mine is None:
+            return False
+        return (yield from self._script(None, self._request_s, "GET")) in (mine, mine.encode())
 
 
 def note_failed_release(exc: BaseException, key: str, error: BaseException) -> None:
@@ -693,10 +718,7 @@ class AlreadyAcquired(LockError):
 
 
 class StaleToken(LockError):
-    """A fenced resource refused a write: it already accepted a token at least as high.
-
-    This holder's lease expired, perhaps in a pause it never noticed: do not retry it.
-    """
+    """A fenced resource refused a write: it accepted a token at least as high. Do not retry it."""
 
     def __init__(self, resource: str, token: int, highest: int) -> None:
         self.resource, self.token, self.highest = resource, token, highest
@@ -733,10 +755,7 @@ class RenewalFailed(LockLost):
 
 
 class MasterError(LockError):
-    """A Redlock master answered with an error no retry can fix (credentials, permissions).
-
-    It stopped at once, releasing what it was granted; ``error`` (also ``__cause__``) is redis-py's.
-    """
+    """A Redlock master answered an error no retry can fix; ``error`` (and ``__cause__``) is it."""
 
     def __init__(self, key: str, master: int, address: str, error: Exception) -> None:
         self.key, self.master, self.error = key, master, error
@@ -748,11 +767,7 @@ class MasterError(LockError):
 
 
 class NoQuorum(NotAcquired):
-    """A :class:`~lockguide.Redlock` could not win a majority of its masters in time.
-
-    The counts are the last try's (``failed``: an error or no answer within the per-node
-    timeout). Whatever was granted has been released on every master.
-    """
+    """A :class:`~lockguide.Redlock` won no majority in time; the counts are the last try's."""
 
     def __init__(
         self,
@@ -778,10 +793,7 @@ class NoQuorum(NotAcquired):
 
 
 class MajorityLost(LockLost):
-    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value.
-
-    From :meth:`Redlock.release` or :meth:`Redlock.extend`; others' masters were left untouched.
-    """
+    """Fewer than a majority of masters (``confirmed``) still held this Redlock holder's value."""
 
     def __init__(self, key: str, action: str, *, confirmed: int, needed: int, masters: int) -> None:
         self.key, self.confirmed, self.needed, self.masters = key, confirmed, needed, masters
@@ -808,12 +820,7 @@ class ExtensionLimitReached(LockError):
 
 
 class ClusterUnavailable(NotAcquired):
-    """A consensus lock (``EtcdLock``, ``ZooKeeperLock``) got no answer from a quorum in time.
-
-    From ``acquire``: nobody was granted the lock, since a cluster that cannot reach a
-    majority refuses everyone (safety over liveness). From ``release``: the lease may
-    still be there; it ends with its TTL or session, or retry. ``cause`` is the last error.
-    """
+    """A consensus lock got no answer from a quorum in time: nothing was granted (or released)."""
 
     def __init__(self, key: str, waited_ms: float, cause: str) -> None:
         self.key, self.waited_ms, self.cause = key, waited_ms, cause

@@ -1,44 +1,7 @@
-"""One small hierarchy of errors, each saying what the caller should do next.
+"""One hierarchy of errors, each saying what to do next: ``except LockError`` catches them all.
 
-Everything the library raises on purpose is a :class:`LockError`, so one
-``except LockError`` catches it all; the subclasses say which story happened.
-(They are defined in ``lockguide._core``, the one file ``lock.py`` needs beside it.)
+Defined in ``lockguide._core`` (the one file ``lock.py`` needs beside it), named in its ``__all__``.
 """
 
-from lockguide._core import (
-    AlreadyAcquired,
-    BadArgument,
-    BadArgumentType,
-    ClusterUnavailable,
-    ExtensionLimitReached,
-    LockError,
-    LockLost,
-    MajorityLost,
-    MasterError,
-    NoQuorum,
-    NotAcquired,
-    NotOwned,
-    RenewalFailed,
-    StaleToken,
-    VersionConflict,
-    WrongOwner,
-)
-
-__all__ = [
-    "AlreadyAcquired",
-    "BadArgument",
-    "BadArgumentType",
-    "ClusterUnavailable",
-    "ExtensionLimitReached",
-    "LockError",
-    "LockLost",
-    "MajorityLost",
-    "MasterError",
-    "NoQuorum",
-    "NotAcquired",
-    "NotOwned",
-    "RenewalFailed",
-    "StaleToken",
-    "VersionConflict",
-    "WrongOwner",
-]
+from lockguide._core import *  # noqa: F403
+from lockguide._core import __all__ as __all__

@@ -1,12 +1,6 @@
 """Fencing tokens: the lock hands out a number, and the resource checks it.
 
-1. Client A acquires ``lock:ledger`` and, in the same atomic step, draws token 1.
-2. A pauses (a GC, a stalled VM) past its lease; the key expires, A does not know.
-3. B acquires, draws token 2 and writes with it; the resource remembers 2.
-4. A wakes up and writes with token 1. The resource **refuses** it: 1 < 2.
-
-Only the resource can do step 4: the paused client cannot know it is stale. So
-:class:`FencedLock` issues the token with the lock in one Lua script, and
+:class:`FencedLock` takes the lock and draws the next token in one Lua script;
 :class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept a
 write only if its token beats every one they accepted, atomically with the write.
 """
@@ -31,23 +25,19 @@ from lockguide._core import (
     LuaScript,
     NotOwned,
     Owner,
+    ServerSteps,
     StaleToken,
-    check_client_of,
+    check_client,
     check_count,
     check_key,
 )
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
 
-__all__ = [
-    "MAX_TOKEN",
-    "FencedLock",
-    "FencedStore",
-    "SqlFencedStore",
-    "Stored",
-    "WriteResult",
-    "counter_key_for",
-]
+__all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored", "WriteResult"]
+__all__ += ["counter_key_for"]
 
+
+# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
 FENCED_ACQUIRE = LuaScript("""\
 -- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
 -- KEYS[1] = the lock key
@@ -111,11 +101,9 @@ def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
 def counter_key_for(key: str) -> str:
     """The default token counter for lock ``key``, in the same Redis Cluster hash slot.
 
-    Redis's rule: a key's slot is the hash of what lies between its first ``{`` and
-    the first ``}`` after it, if that is not empty; else of the whole key. A key with
-    such a tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any other
-    becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds
-    a ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
+    A key with a hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any
+    other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds a
+    ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
     """
     opening = key.find("{")
     closing = key.find("}", opening + 1) if opening >= 0 else -1
@@ -145,22 +133,48 @@ def check_counter_key(key: str, counter_key: object) -> str:
     return checked
 
 
-class FencedLock(Lock):
+class Fenced(ServerSteps):
+    """A lock whose grant draws a fencing token (``FencedLock`` here and in ``lockguide.aio``)."""
+
+    _counter_key: str
+    _token: int | None
+
+    def _init_fence(self, counter_key: object) -> None:
+        self._counter_key = check_counter_key(self._key, counter_key)
+        self._token = None
+
+    @property
+    def counter_key(self) -> str:
+        """The Redis key holding this lock's token counter."""
+        return self._counter_key
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the current acquisition (``NotOwned`` if not held)."""
+        if self._token is None or not self.held:
+            raise NotOwned(self._key, "read the fencing token of")
+        return self._token
+
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
+        keys = (self._key, self._counter_key)
+        return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
+
+    def _granted(self, reply: Any) -> bool:
+        token = int(reply)
+        if token > 0:
+            self._token = token
+        return token > 0
+
+
+class FencedLock(Fenced, Lock):
     """A :class:`~lockguide.Lock` whose every acquisition carries a fencing token.
 
-    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded,
-    ``INCR`` of a counter: each acquisition gets a larger token. Pass :attr:`token`
-    with every write to a resource that checks it. The rest is
-    :class:`~lockguide.Lock`'s (extending keeps the token).
+    One Lua script runs ``SET key value NX PX ttl`` and, only if that succeeded, ``INCR``
+    of a counter; pass :attr:`token` with every write to a resource that checks it.
 
     Args:
-        counter_key: where the token counter lives; it never expires. The default
-            (``counter_key_for(key)``) shares the lock key's Redis Cluster hash slot.
-
-    The counter is only as durable as its Redis: if a failover or restart loses
-    increments, an older holder's unseen higher token can be accepted after a newer
-    holder's lower one. Keep it where increments are not lost when that matters
-    (``appendfsync always``, a database sequence).
+        counter_key: where the token counter lives (it never expires); by default
+            ``counter_key_for(key)``, in the lock key's hash slot. The rest is Lock's.
     """
 
     def __init__(
@@ -178,63 +192,19 @@ class FencedLock(Lock):
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "thread",
     ) -> None:
-        super().__init__(
-            client,
-            key,
-            ttl_ms=ttl_ms,
-            timeout_ms=timeout_ms,
-            retry_delay_ms=retry_delay_ms,
-            request_timeout_ms=request_timeout_ms,
-            drift_factor=drift_factor,
-            drift_floor_ms=drift_floor_ms,
-            clock=clock,
-            owner=owner,
-        )
-        self._counter_key = check_counter_key(self._key, counter_key)
-        self._token: int | None = None
-
-    @property
-    def counter_key(self) -> str:
-        """The Redis key holding this lock's token counter."""
-        return self._counter_key
-
-    @property
-    def token(self) -> int:
-        """The fencing token of the current acquisition.
-
-        Raises:
-            NotOwned: this object does not hold the lock (never acquired,
-                released, or found lost by :meth:`extend`).
-        """
-        if self._token is None or not self.held:
-            raise NotOwned(self._key, "read the fencing token of")
-        return self._token
+        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
+        self._init_lock(client, request_timeout_ms, *args)
+        self._init_fence(counter_key)
 
     def __repr__(self) -> str:
         state = f"held, token {self._token}" if self.held else "not held"
         return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
 
-    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
-        """Take the lock and draw its token in one script."""
-        keys = (self._key, self._counter_key)
-        return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
-
-    def _granted(self, reply: Any) -> bool:
-        token = int(reply)
-        if token > 0:
-            self._token = token
-        return token > 0
-
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a fenced resource did with one write.
-
-    Attributes:
-        accepted: whether the value was stored.
-        token: the token the write carried.
-        highest: the highest token the resource has accepted, after this write
-            (equal to ``token`` when accepted; the token that beat it when not).
+    """What a fenced resource did with one write: ``accepted``, the ``token`` it carried,
+    and the ``highest`` token accepted so far (the one that beat it, when refused).
     """
 
     accepted: bool
@@ -265,21 +235,16 @@ def check_store_key(key: object, lock: object, lock_type: type[Any]) -> str:
     return checked
 
 
-class FencedStore:
-    """A value in a Redis hash that only accepts writes with a newer fencing token.
+class Store:
+    """What both ``FencedStore`` classes decide; they only send (or await) the requests."""
 
-    A Lua script writes ``value`` and ``token`` (the highest accepted) together, or neither.
+    _client: Any
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
+    _lock_type: type[Any]
 
-    Args:
-        client: a connected ``redis.Redis`` (may be another server than the lock's).
-        key: the hash's key, e.g. ``"ledger:balance"``.
-        lock: the :class:`FencedLock` whose tokens this store checks, if on the
-            same Redis: its keys must differ from ``key``.
-    """
-
-    def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
-        self._client = check_client_of(redis.Redis, "redis.Redis", client)
-        self._key = check_store_key(key, lock, FencedLock)
+    def _init_store(self, client: object, key: object, lock: object) -> None:
+        self._client = check_client(self._redis, client)
+        self._key = check_store_key(key, lock, self._lock_type)
         self._write = self._client.register_script(FENCED_WRITE.source)
 
     @property
@@ -287,25 +252,43 @@ class FencedStore:
         """The Redis key of the hash."""
         return self._key
 
+    def _result(self, token: int, reply: Any) -> WriteResult:
+        accepted, highest = reply
+        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+
+    def _stored(self, reply: Any) -> Stored:
+        raw_value, raw_token = reply
+        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
+        return Stored(value=value, token=int(raw_token or 0))
+
+
+class FencedStore(Store):
+    """A value in a Redis hash that only accepts writes with a newer fencing token.
+
+    Args:
+        client: a ``redis.Redis`` (may be another server than the lock's).
+        key: the hash's key, e.g. ``"ledger:balance"``.
+        lock: the :class:`FencedLock` whose tokens it checks, if on the same Redis
+            (its keys must differ from ``key``).
+    """
+
+    _redis, _lock_type = redis, FencedLock
+
+    def __init__(self, client: redis.Redis, key: str, *, lock: FencedLock | None = None) -> None:
+        self._init_store(client, key, lock)
+
     def try_write(self, token: int, value: str) -> WriteResult:
         """Store ``value`` if ``token`` beats every token accepted so far; see ``accepted``."""
         token, value = _check_write(token, value)
-        accepted, highest = self._write(keys=[self._key], args=[token, value])
-        return WriteResult(accepted=accepted == 1, token=token, highest=int(highest))
+        return self._result(token, self._write(keys=[self._key], args=[token, value]))
 
     def write(self, token: int, value: str) -> WriteResult:
-        """Like :meth:`try_write`, but a refusal raises.
-
-        Raises:
-            StaleToken: a token at least as high was already accepted; nothing written.
-        """
+        """Like :meth:`try_write`, but a refusal raises :class:`~lockguide.StaleToken`."""
         return _raise_if_refused(self._key, self.try_write(token, value))
 
     def read(self) -> Stored:
         """The current value and the highest token accepted."""
-        raw_value, raw_token = self._client.hmget(self._key, ["value", "token"])
-        value = raw_value.decode("utf-8") if isinstance(raw_value, bytes) else raw_value
-        return Stored(value=value, token=int(raw_token or 0))
+        return self._stored(self._client.hmget(self._key, ["value", "token"]))
 
 
 from lockguide.sqlstore import SqlFencedStore  # noqa: E402 - it builds on the above

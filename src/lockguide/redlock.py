@@ -1,25 +1,9 @@
 """``Redlock``: one lease held on a majority of N independent Redis masters.
 
-The story this class is written against, in order:
-
-1. Client A reads its clock, then sends ``SET lock:ledger <value> NX PX 10000``
-   to all five masters, every request written before any reply is read. Each
-   reply is awaited at most a per-node timeout (default 50 ms), tiny next to
-   the TTL, so a dead or frozen master costs 50 ms.
-2. Three masters say yes, one says no, one does not answer. A majority
-   (``5 // 2 + 1 = 3``) granted the key and the try took 4 ms, so A may act for
-   ``10000 - 4 - (1 % of 10000 + 2) = 9894`` ms: that *validity* is A's lease.
-3. Client B, trying at the same moment, got the other two. No majority: B
-   deletes its value on **every** master (one that timed out may have stored
-   it), waits a *random* delay so it does not retry in step, and tries again.
-4. A releases with compare-and-delete on every master; fewer than a majority
-   confirming means the lease had already slipped away, and A is told so.
-
-This holds only while the holder finishes within its validity, and only under
-the algorithm's timing assumptions: clock rates within the drift allowance, no
-clock jumps on the masters, masters that keep their keys across a restart. A
-pause longer than the validity lets a second holder in, as with one Redis; only
-a fencing check at the resource can refuse the late writer.
+Each try sends ``SET key <value> NX PX <ttl>`` to every master at once, each reply
+awaited at most a per-node timeout. It wins with a majority and validity left
+(``ttl - elapsed - drift``); anything else is deleted on **every** master before a
+random pause. Safe only under the algorithm's timing assumptions.
 """
 
 from __future__ import annotations
@@ -43,7 +27,6 @@ from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
     EXTEND,
     RELEASE,
-    UNSET,
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
@@ -56,15 +39,13 @@ from lockguide._core import (
     Owner,
     Sleep,
     Steps,
-    T,
-    check_client_of,
+    check_client,
     check_ms,
     check_ttl_ms,
-    drive,
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Lease, _put, _take, bounded_pool
+from lockguide.lock import Driven, _put, _take, bounded_pool
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -75,12 +56,8 @@ DEFAULT_NODE_TIMEOUT_MS = 50.0
 
 @dataclass(frozen=True)
 class Attempt:
-    """What one try at the masters produced.
-
-    ``verdict`` is the arithmetic (votes, elapsed time, drift, validity);
-    ``refused`` masters said another owner holds the key; ``failed`` ones
-    answered an error a retry may fix (``OOM``, ``BUSY``, ``LOADING``, ...) or
-    nothing in time, and ``causes`` says which and why.
+    """What one try produced: the ``verdict`` (arithmetic), masters that ``refused`` (held by
+    another), ``failed`` (an error a retry may fix, or no answer) and the ``causes``.
     """
 
     verdict: Verdict
@@ -101,21 +78,14 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class FanOut:
-    """The effect of Redlock's steps: send ``commands`` to every master (or those in
-    ``only``) at once; the result is one entry per master, its last reply or the
-    exception that stands for it (``None`` for masters not asked)."""
+    """Send ``commands`` to every master (or those in ``only``) at once; one reply per master."""
 
     commands: tuple[tuple[Any, ...], ...]
     only: tuple[int, ...] | None = None
 
 
-def _where(client: redis.Redis) -> str:
-    """The server a client reaches, to refuse the same master twice.
-
-    A Sentinel-managed client is named by its service (its address is known
-    only once it connects); the database number is ignored, since two databases
-    of one server fail together.
-    """
+def _where(client: Any) -> str:
+    """The server a client reaches (a Sentinel service by name), to refuse one twice."""
     pool = client.connection_pool
     service = getattr(pool, "service_name", None)
     if isinstance(service, str):
@@ -141,71 +111,10 @@ def _cluster_refused(master: str) -> BadArgument:
     )
 
 
-def check_masters(
-    masters: object, client_type: type[Any], check: Callable[[object, str], Any], name: str
-) -> tuple[tuple[Any, ...], list[str]]:
-    """The masters as a tuple of checked clients, and where each is; refused if repeated."""
-    if isinstance(masters, client_type | str | bytes) or not isinstance(masters, Collection):
-        raise BadArgumentType(
-            f"masters must be a list of {name} clients, one per independent master, "
-            f"not {type(masters).__name__}"
-        )
-    clients = tuple(check(m, f"masters[{i}]") for i, m in enumerate(masters))
-    if not clients:
-        raise BadArgument(
-            "masters must not be empty: Redlock needs independent Redis masters "
-            "(five, on separate machines, is the usual choice)"
-        )
-    where = [_where(c) for c in clients]
-    for i, place in enumerate(where):
-        if place in where[:i]:
-            raise BadArgument(
-                f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
-                "each vote must come from an independent master, or one failure counts twice"
-            )
-    return clients, where
-
-
-def check_redlock_options(
-    lease: LeaseState,
-    node_timeout_ms: object,
-    retry_delay_ms: object,
-    max_extensions: object,
-    rng: object,
-    on_attempt: object,
-) -> float:
-    """Refuse what cannot work for a Redlock on ``lease``; the per-node timeout in ms."""
-    node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
-    if node_timeout >= lease._usable_ms:
-        raise BadArgument(
-            f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
-            f"ttl_ms={lease.ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
-        )
-    if lease._retry_delay_ms[0] == lease._retry_delay_ms[1]:
-        raise BadArgument(
-            f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
-            "contenders that wait the same time retry in step and split the vote again"
-        )
-    if max_extensions is None:
-        pass
-    elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
-        raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
-    elif max_extensions < 0:
-        raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
-    if rng is not None and not isinstance(rng, random.Random):
-        raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
-    if on_attempt is not None and not callable(on_attempt):
-        raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
-    return node_timeout
-
-
 def tally(
     replies: list[Any], elapsed_ms: float, ttl_ms: int, drift: tuple[float, float]
 ) -> tuple[Attempt, dict[int, BaseException], int | None]:
-    """Judge one try's replies: the attempt, the errors by master, the first fatal one.
-
-    An error a retry may fix is a failed vote; one no retry can fix is fatal.
-    """
+    """Judge one try's replies: the attempt, the errors by master, the first one no retry fixes."""
     errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
     granted = sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
     causes = tuple(f"masters[{i}]: {type(e).__name__}: {e}" for i, e in errors.items())
@@ -215,24 +124,107 @@ def tally(
 
 
 class RedlockSteps(LeaseState):
-    """Redlock's decisions over N masters, as steps yielding :class:`FanOut` and ``Sleep``.
+    """Redlock's decisions over N masters (sync :class:`Redlock` and ``lockguide.aio.Redlock``)."""
 
-    Shared by the synchronous :class:`Redlock` and ``lockguide.aio.Redlock``.
-    """
-
-    _quorum: int
+    _redis: Any  # the client flavour: the module redis or redis.asyncio
+    _cluster_type: type[Any]
+    _pool_for: Callable[[Any, float], Any]
+    _masters: tuple[Any, ...]
+    _pools: list[Any]
     _where: list[str]
+    _quorum: int
+    _node_timeout_ms: float
+    _timeout_s: float
     _max_extensions: int | None
     _extensions: int
     _released: int
     _last: Attempt | None
     _uniform: Callable[[float, float], float]
     _on_attempt: Callable[[Attempt], object] | None
+    _timed_with = True  # NoQuorum says how long `with` waited
+
+    def _init_redlock(self, masters: Any, lease: tuple[object, ...], *options: Any) -> None:
+        """Check the masters and the options (before anything is sent) and set them up."""
+        name = f"{self._redis.__name__}.Redis"
+        if isinstance(masters, self._redis.Redis | str | bytes) or not isinstance(
+            masters, Collection
+        ):
+            raise BadArgumentType(
+                f"masters must be a list of {name} clients, one per independent master, "
+                f"not {type(masters).__name__}"
+            )
+        for i, master in enumerate(masters):
+            if isinstance(master, self._cluster_type):
+                raise _cluster_refused(f"masters[{i}]")
+        clients = tuple(
+            check_client(self._redis, m, f"masters[{i}]") for i, m in enumerate(masters)
+        )
+        if not clients:
+            raise BadArgument(
+                "masters must not be empty: Redlock needs independent Redis masters "
+                "(five, on separate machines, is the usual choice)"
+            )
+        where = [_where(c) for c in clients]
+        for i, place in enumerate(where):
+            if place in where[:i]:
+                raise BadArgument(
+                    f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
+                    "each vote must come from an independent master, or one failure counts twice"
+                )
+        self._init_lease(*lease)
+        node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt = options
+        node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
+        if node_timeout >= self._usable_ms:
+            raise BadArgument(
+                f"node_timeout_ms must leave validity in the TTL, got {node_timeout_ms!r} for "
+                f"ttl_ms={self._ttl_ms}: keep it far below the TTL (5-50 ms for a 10 s lock)"
+            )
+        if self._retry_delay_ms[0] == self._retry_delay_ms[1]:
+            raise BadArgument(
+                f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
+                "contenders that wait the same time retry in step and split the vote again"
+            )
+        if max_extensions is None:
+            pass
+        elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
+            raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
+        elif max_extensions < 0:
+            raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
+        if rng is not None and not isinstance(rng, random.Random):
+            raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
+        if on_attempt is not None and not callable(on_attempt):
+            raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
+        self._masters, self._where, self._quorum = clients, where, quorum(len(clients))
+        self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
+        self._pools = [self._pool_for(c, self._timeout_s) for c in clients]
+        self._max_extensions, self._on_attempt = max_extensions, on_attempt
+        self._uniform = (rng or random.Random()).uniform
+        self._extensions = self._released = 0
+        self._last = None
+
+    @property
+    def quorum(self) -> int:
+        """Masters that must grant the key: ``len(masters) // 2 + 1``."""
+        return self._quorum
+
+    @property
+    def node_timeout_ms(self) -> float:
+        """How long each master's reply is waited for."""
+        return self._node_timeout_ms
+
+    @property
+    def extensions_left(self) -> int | None:
+        """How many more times :meth:`extend` may renew this acquisition (``None``: no bound)."""
+        bound = self._max_extensions
+        return None if bound is None else bound - self._extensions
 
     @property
     def last_attempt(self) -> Attempt | None:
         """The outcome of the most recent try (``None`` before any)."""
         return self._last
+
+    def __repr__(self) -> str:
+        return self._describe("Redlock", f"masters={len(self._masters)} ")
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         give_up_at = self._give_up_at(blocking, timeout_ms)
@@ -281,7 +273,7 @@ class RedlockSteps(LeaseState):
         command = script.command((self._key,), (value, *args))
         replies = yield FanOut((command,))
         missing = tuple(i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError))
-        if missing:  # first use there, a restart, SCRIPT FLUSH: load it, then run it again
+        if missing:
             loaded = yield FanOut((("SCRIPT", "LOAD", script.source), command), missing)
             for i in missing:
                 replies[i] = loaded[i]
@@ -320,7 +312,17 @@ class RedlockSteps(LeaseState):
             raise self._majority_lost("extend", extended)
         raise LockLost(self._key, "extend")
 
-    def _no_quorum(self, started: float) -> NoQuorum:
+    def _locked_steps(self) -> Steps[bool]:
+        return (yield FanOut((("EXISTS", self._key),))).count(1) >= self._quorum  # type: ignore[no-any-return]
+
+    def _owned_steps(self) -> Steps[bool]:
+        mine = self.value
+        if mine is None:
+            return False
+        replies = yield FanOut((("GET", self._key),))
+        return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
+
+    def _not_acquired(self, started: float) -> NoQuorum:
         last = self._last
         assert last is not None
         return NoQuorum(
@@ -338,52 +340,39 @@ class RedlockSteps(LeaseState):
         return MajorityLost(self._key, action, confirmed=confirmed, needed=self._quorum, masters=n)
 
 
-class Redlock(RedlockSteps, Lease):
+class Redlock(RedlockSteps, Driven):
     """A mutual-exclusion lease on a majority of N independent Redis masters.
 
     Args:
-        masters: one ``redis.Redis`` per independent master (a list, tuple or
-            set); the same server twice is refused.
+        masters: one ``redis.Redis`` per independent master (a list, tuple or set);
+            the same server twice, or a Redis Cluster, is refused.
         key: the key that represents the lock on every master.
         ttl_ms: the lease requested on each master, a whole number of ms.
-        node_timeout_ms: how long each master may take, connecting included,
-            from when its request was sent; it must leave validity in the TTL.
-            A master that does not answer in time counts as "no".
-        timeout_ms: how long :meth:`acquire` keeps trying by default
-            (``lockguide.DEFAULT_TIMEOUT_MS``, 10 s; ``None``: no limit). No new try
-            starts after it.
-        retry_delay_ms: the ``(low, high)`` range each pause between tries is
-            drawn from. A fixed delay is refused: contenders that retry in step
-            split the vote again and again.
-        max_extensions: how many times :meth:`extend` may renew one acquisition
-            (``None``, the default: no bound; a ``Watchdog`` bounds by time).
+        node_timeout_ms: how long each master may take, connecting included; far
+            below the TTL. A master that does not answer in time counts as "no".
+        timeout_ms: how long :meth:`acquire` keeps trying by default (10 s; ``None``: no limit).
+        retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn
+            from; a fixed delay is refused (contenders in step split the vote again).
+        max_extensions: how many times :meth:`extend` may renew one acquisition (``None``: any).
         rng: the random source for the pauses (default: a new ``random.Random``).
-        drift_factor: the fraction of the TTL set aside for clocks running at
-            different rates; 0.01, as the reference implementations use, assumes
-            rates within about 1 % of each other. Set it to what your machines need.
+        drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
         drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function every duration is measured with, in seconds
-            (``time.monotonic``).
-        on_attempt: called with each try's :class:`Attempt` once it is judged
-            (logging, metrics, the lab's timelines).
+        clock: the function every duration is measured with, in seconds.
+        on_attempt: called with each try's :class:`Attempt` once it is judged.
         owner: ``"thread"`` or ``"process"``, as for :class:`~lockguide.Lock`.
 
-    An error reply a retry may fix (``OOM``, ``BUSY``, ``NOREPLICAS``, ``LOADING``,
-    ``TRYAGAIN``, ``MASTERDOWN``, ``READONLY``) is a failed vote, its cause kept
-    on :attr:`last_attempt`; one no retry can fix (wrong credentials, a missing
-    permission, an unknown command) stops the acquire at once with
-    :class:`~lockguide.MasterError`. Masters are connected to all at once.
-    The object belongs to the thread that acquired it, as a :class:`~lockguide.Lock` does.
+    An error reply a retry may fix (``OOM``, ``BUSY``, ``LOADING``...) is a failed vote;
+    one no retry can fix raises :class:`~lockguide.MasterError`.
 
     Example::
 
         masters = [redis.Redis(host=h) for h in ("r1", "r2", "r3", "r4", "r5")]
         with Redlock(masters, "lock:ledger", ttl_ms=10_000, timeout_ms=2_000) as lock:
             do_work()
-            if lock.validity_remaining_ms() < 500:
-                raise RuntimeError("too little lease left to commit safely")
-            commit()
     """
+
+    _redis, _cluster_type = redis, RedisCluster
+    _pool_for = staticmethod(bounded_pool)
 
     def __init__(
         self,
@@ -404,138 +393,46 @@ class Redlock(RedlockSteps, Lease):
     ) -> None:
         if isinstance(masters, RedisCluster):
             raise _cluster_refused("masters")
-        if isinstance(masters, Collection) and not isinstance(masters, str | bytes):
-            for i, master in enumerate(masters):
-                if isinstance(master, RedisCluster):
-                    raise _cluster_refused(f"masters[{i}]")
-        check = _check_client
-        clients, where = check_masters(masters, redis.Redis, check, "redis.Redis")
-        self._init_lease(
-            key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner
-        )
-        node_timeout = check_redlock_options(
-            self, node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt
-        )
-        self._masters, self._where = clients, where
-        self._quorum = quorum(len(clients))
-        self._node_timeout_ms = node_timeout
-        self._timeout_s = node_timeout / 1000.0
-        self._pools = [bounded_pool(c, self._timeout_s) for c in clients]
-        self._max_extensions = max_extensions
-        self._uniform = (rng or random.Random()).uniform
-        self._on_attempt = on_attempt
-        self._extensions = self._released = 0
-        self._last: Attempt | None = None
+        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
+        options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
+        self._init_redlock(masters, args, *options)
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
         """The clients, one per master, in the order given."""
         return self._masters
 
-    @property
-    def quorum(self) -> int:
-        """Masters that must grant the key: ``len(masters) // 2 + 1``."""
-        return self._quorum
-
-    @property
-    def node_timeout_ms(self) -> float:
-        """How long each master's reply is waited for."""
-        return self._node_timeout_ms
-
-    @property
-    def extensions_left(self) -> int | None:
-        """How many more times :meth:`extend` may renew this acquisition (``None``: no bound)."""
-        if self._max_extensions is None:
-            return None
-        return self._max_extensions - self._extensions
-
-    def acquire(self, *, blocking: bool = True, timeout_ms: float | None = UNSET) -> bool:
-        """Try to take the lock on a majority of masters; ``True`` if this call got it.
-
-        Each try sends ``SET key value NX PX ttl`` with a fresh random value to
-        every master. It wins with a majority and validity left; anything else
-        is deleted on every master before a random pause and the next try.
-
-        Args:
-            blocking: ``False`` makes exactly one try (then give no ``timeout_ms``).
-            timeout_ms: how long to keep trying; defaults to the constructor's.
-
-        Raises:
-            MasterError: a master answered an error no retry can fix.
-        """
-        return self._drive(self._acquire_steps(blocking, timeout_ms))
-
     def release(self) -> int:
-        """Release with compare-and-delete on every master; how many deleted this holder's key.
+        """Compare-and-delete on every master; how many deleted this holder's key.
 
-        If masters did not answer and could still make up a majority, their
-        error is raised and the lock stays held in this object: call again.
+        If masters that did not answer could still make a majority, their error is raised
+        and the lock stays held here: call again.
 
         Raises:
-            NotOwned: this object does not hold the lock (:class:`WrongOwner`:
-                another thread acquired it).
-            MajorityLost: fewer than a majority still held this holder's value;
-                keys that belong to someone else were left untouched.
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
+            MajorityLost: fewer than a majority still held this holder's value.
         """
         return self._drive(self._release_steps())
 
     def extend(self, ttl_ms: int | None = None) -> int:
         """Renew the lease to ``ttl_ms`` (default: the TTL) on every master; how many did.
 
-        It counts only if a majority extends before the current validity runs
-        out, and the new validity counts from just before this request. On
-        failure the lock is released everywhere and is no longer held.
+        It counts only if a majority extends before the validity runs out; on failure the
+        lock is released everywhere.
 
         Raises:
-            NotOwned: this object does not hold the lock (or another thread does).
-            ExtensionLimitReached: extended ``max_extensions`` times already;
-                nothing was sent and the lock is still held.
+            NotOwned: not held by this object (``WrongOwner``: held for another thread).
+            ExtensionLimitReached: extended ``max_extensions`` times already (still held).
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
         """
         return self._drive(self._extend_steps(ttl_ms))
 
-    def locked(self) -> bool:
-        """Whether a majority of masters hold the key now, for anyone."""
-        return self._fan_out(FanOut((("EXISTS", self._key),))).count(1) >= self._quorum
+    def _perform(self, effect: FanOut) -> list[Any]:
+        """Every request written before any reply is read; each master's reply, or its error.
 
-    def owned(self) -> bool:
-        """Whether a majority of masters hold this object's value now."""
-        mine = self.value
-        if mine is None:
-            return False
-        replies = self._fan_out(FanOut((("GET", self._key),)))
-        return sum(1 for r in replies if r in (mine, mine.encode())) >= self._quorum
-
-    def close(self) -> None:
-        """Close the connections to every master (shared by Redlocks on the same clients)."""
-        for pool in self._pools:
-            pool.disconnect()
-
-    def __repr__(self) -> str:
-        state = "held" if self.held else "not held"
-        return f"<Redlock {self._key!r} masters={len(self._masters)} ttl_ms={self._ttl_ms} {state}>"
-
-    # -- the driver ----------------------------------------------------------------------
-
-    def _drive(self, steps: Steps[T]) -> T:
-        return drive(steps, self._perform)
-
-    def _perform(self, effect: FanOut | Sleep) -> Any:
-        if isinstance(effect, Sleep):
-            time.sleep(effect.seconds)
-            return None
-        return self._fan_out(effect)
-
-    def _fan_out(self, effect: FanOut) -> list[Any]:
-        """Send to every master (or ``effect.only``) at once, then read every reply.
-
-        Masters with no connection that worked yet are connected to all at once
-        (each bounded by the node timeout), so two frozen masters cost one node
-        timeout, not two. Every request is written before any reply is read, and
-        each master's reply is awaited at most the node timeout after its request. A
-        connection whose reply did not come is
-        closed, so that reply can never be read later as another's answer.
+        Cold masters are connected to all at once (two frozen ones cost one node timeout);
+        a connection whose reply did not come is closed, never read again.
         """
         n = len(self._pools)
         targets = range(n) if effect.only is None else effect.only
@@ -592,11 +489,6 @@ class Redlock(RedlockSteps, Lease):
                     _put(pool, conn)
         return results
 
-    def _acquire_for_with(self) -> None:
-        started = self._clock()
-        if not self.acquire():
-            raise self._no_quorum(started) from self._last_error
-
 
 # Pools that have had a connection work: the others are connected to all at once.
 _WARM: weakref.WeakSet[redis.ConnectionPool] = weakref.WeakSet()
@@ -652,9 +544,10 @@ def _replies(conn: Any, due: float, commands: tuple[Any, ...], timeout_s: float)
     except (rx.RedisError, OSError) as error:
         conn.disconnect()  # a reply may still come: never read it later
         return error
+    return master_reply(replies)
+
+
+def master_reply(replies: list[Any]) -> Any:
+    """A master's answer: its last reply, or its first error reply unless the last is one."""
     errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
     return errors[0] if errors and not isinstance(replies[-1], rx.ResponseError) else replies[-1]
-
-
-def _check_client(client: object, name: str) -> redis.Redis:
-    return check_client_of(redis.Redis, "redis.Redis", client, name)

@@ -1,7 +1,4 @@
-"""Lock values: unique per acquisition and impossible to guess.
-
-Defined in ``lockguide._core`` (the one file ``lock.py`` needs beside it).
-"""
+"""Lock values, unique per acquisition and impossible to guess (defined in ``lockguide._core``)."""
 
 from lockguide._core import VALUE_BYTES, new_lock_value
 

@@ -1,10 +1,7 @@
-"""The lock's time arithmetic, as pure functions with no I/O, all in milliseconds.
+"""The lock's time arithmetic, pure functions in milliseconds, used by the locks and the docs.
 
-One definition serves the locks, the documentation and the validity calculator,
-so the number a page prints is the number the code uses. A holder may act for
-``ttl - elapsed - drift``: *elapsed* runs on the client's monotonic clock from
-before the first request, and *drift* is the Redis reference implementations'
-allowance, 1 % of the TTL for a fast server clock plus 2 ms for expiry granularity.
+A holder may act for ``ttl - elapsed - drift``: *elapsed* from before the first request,
+*drift* 1 % of the TTL for clock rates plus 2 ms for expiry granularity.
 """
 
 from __future__ import annotations
@@ -32,10 +29,7 @@ def validity_ms(
     drift_factor: float = DEFAULT_DRIFT_FACTOR,
     drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
 ) -> float:
-    """Time the holder may still rely on the lock: ``ttl - elapsed - drift``.
-
-    Zero or less means not acquired, even if the servers said yes.
-    """
+    """Time the holder may still rely on the lock: ``ttl - elapsed - drift`` (<= 0: none)."""
     return ttl_ms - elapsed_ms - drift_ms(ttl_ms, drift_factor, drift_floor_ms)
 
 
@@ -45,10 +39,7 @@ def ttl_for_validity(
     drift_factor: float = DEFAULT_DRIFT_FACTOR,
     drift_floor_ms: float = DEFAULT_DRIFT_FLOOR_MS,
 ) -> float:
-    """Smallest TTL that leaves ``validity_ms`` after an acquisition of ``elapsed_ms``.
-
-    :func:`validity_ms` solved for the TTL: ``(validity + elapsed + floor) / (1 - factor)``.
-    """
+    """Smallest TTL leaving ``validity_ms`` after ``elapsed_ms``: ``(v + e + floor) / (1 - f)``."""
     if not 0 <= drift_factor < 1:
         raise ValueError("drift_factor must be in [0, 1)")
     return (validity_ms + elapsed_ms + drift_floor_ms) / (1 - drift_factor)

@@ -1,17 +1,12 @@
-"""Optimistic concurrency: a value and its version, changed only together.
+"""Optimistic concurrency: a value and its version, changed only together (no lock).
 
-No lock at all (HTTP's ``If-Match``, DynamoDB's conditional write). A writer reads
-the value *with its version*, and a Lua script stores the new value only if the
-version is still the one read, writing the value **and the next version** in one
-``HSET``; if somebody wrote in between, it is refused and the writer reads again.
-
-The pitfall the guide names: a script that compares the version but never bumps it.
-A writer carrying its version forward is then refused forever after its first
-update, and writers that re-read both win, silently losing an update.
+A writer reads the value *with its version*; a Lua script stores the new value and
+the **next** version in one ``HSET`` only if the version is still the one read.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import random
 import time
 from collections.abc import Callable
@@ -30,21 +25,7 @@ from lockguide._core import (
 
 __all__ = ["CasResult", "Versioned", "VersionedValue"]
 
-CAS_VERSION = """\
--- Compare-and-set on a version: write the value and the next version together,
--- only if the version is still the one the caller read.
--- KEYS[1] = a hash holding "value" and "version" (a missing hash is version 0)
--- ARGV[1] = the version the caller read
--- ARGV[2] = the new value
--- Returns {1, new version} when written, {0, current version} when refused.
-local current = tonumber(redis.call("HGET", KEYS[1], "version") or "0")
-if current ~= tonumber(ARGV[1]) then
-    return {0, current}
-end
-local next_version = current + 1
-redis.call("HSET", KEYS[1], "value", ARGV[2], "version", next_version)
-return {1, next_version}
-"""
+CAS_VERSION = importlib.resources.files("lockguide.scripts").joinpath("cas_version.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -57,13 +38,7 @@ class Versioned:
 
 @dataclass(frozen=True)
 class CasResult:
-    """The outcome of one compare-and-set.
-
-    Attributes:
-        accepted: whether the value was written.
-        version: the version now stored: the new one when accepted, the one
-            that beat the caller when refused.
-    """
+    """One compare-and-set: whether it was ``accepted``, and the ``version`` now stored."""
 
     accepted: bool
     version: int
@@ -74,8 +49,7 @@ class VersionedValue:
 
     Args:
         client: a connected ``redis.Redis``.
-        key: the hash's key, e.g. ``"profile:42"``. Its fields are ``value`` and
-            ``version``; nothing else should write them.
+        key: the hash's key, e.g. ``"profile:42"`` (fields ``value`` and ``version``).
 
     Example::
 
@@ -102,8 +76,7 @@ class VersionedValue:
     def compare_and_set(self, expected_version: int, value: str) -> CasResult:
         """Write ``value`` as version ``expected_version + 1`` if that is still the version.
 
-        A refusal (``accepted`` is ``False``) is a result, not an error: someone wrote
-        first, so read again (:meth:`update` does).
+        A refusal (``accepted`` is ``False``) is a result: someone wrote first, read again.
         """
         hint = " (the version read() returned)"
         expected = check_count(expected_version, "expected_version", 0, hint, "versions start at 0")
@@ -122,15 +95,13 @@ class VersionedValue:
         """Read, apply ``change`` to the value, and compare-and-set; retry on conflict.
 
         Args:
-            change: the new value from the current one (``None`` if never
-                written). It may run several times: no side effects.
-            retries: attempts after a conflict; ``0`` means one attempt. Bounded,
-                because under heavy contention an unbounded loop never ends.
-            backoff_ms: ``(base, cap)``: before retry *n* sleep a random
-                0 to ``min(cap, base * 2**n)`` ms, so colliders fall out of step.
+            change: the new value from the current one (``None`` if never written); it
+                may run several times, so no side effects.
+            retries: attempts after a conflict (``0``: one attempt).
+            backoff_ms: ``(base, cap)``: before retry *n* sleep a random 0 to
+                ``min(cap, base * 2**n)`` ms.
 
-        Returns:
-            The value written and its new version.
+        Returns the value written and its new version.
 
         Raises:
             VersionConflict: every attempt lost the race.
