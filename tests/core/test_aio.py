@@ -556,6 +556,26 @@ def test_the_watchdog_flags_a_lost_key_and_leaves_the_new_owner_alone(backend: B
     run(main)
 
 
+def test_a_holder_releasing_the_lock_itself_ends_the_watchdog_task_quietly(
+    backend: Backend,
+) -> None:
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=300)
+        dog = Watchdog(lock, every_ms=40)
+        await dog.__aenter__()
+        await lock.release()  # not through the watchdog: its next renewal finds no lock
+        deadline = time.monotonic() + 5.0
+        while dog.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert not dog.running
+        assert not dog.lost_event.is_set()  # released by its holder is not a loss
+        assert r.exists(KEY) == 0
+
+    run(main)
+
+
 def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> None:
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=150)
