@@ -198,7 +198,7 @@ class RedlockSteps(LeaseState):
         self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
         self._pools = [self._pool_for(c, self._timeout_s) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
-        self._uniform = (rng or random.Random()).uniform
+        self._uniform = rng.uniform if rng is not None else random.uniform
         self._extensions = self._released = 0
         self._last = None
 
@@ -354,7 +354,8 @@ class Redlock(RedlockSteps, Driven):
         retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn
             from; a fixed delay is refused (contenders in step split the vote again).
         max_extensions: how many times :meth:`extend` may renew one acquisition (``None``: any).
-        rng: the random source for the pauses (default: a new ``random.Random``).
+        rng: the random source for the pauses (default: the ``random`` module's, reseeded in
+            a forked child).
         drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
         drift_floor_ms: the fixed part of the drift allowance (2 ms).
         clock: the function every duration is measured with, in seconds.

@@ -535,3 +535,50 @@ def test_five_seconds_of_work_after_a_50_ms_attempt_needs_a_5104_ms_ttl() -> Non
 def test_ttl_for_validity_refuses_a_drift_factor_that_eats_the_whole_ttl() -> None:
     with pytest.raises(ValueError, match="drift_factor"):
         ttl_for_validity(1_000, 10, drift_factor=1.0)
+
+
+class _Enough(Exception):
+    pass
+
+
+def _pauses_in_a_forked_child(lock: Redlock, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Fork; in the child, acquire (every master held elsewhere) and send back the first
+    four pauses it chose between tries (``time.sleep`` records them instead of sleeping)."""
+    import json
+    import os
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        chosen: list[float] = []
+
+        def record(seconds: float) -> None:
+            chosen.append(seconds)
+            if len(chosen) == 4:
+                raise _Enough
+
+        try:
+            monkeypatch.setattr(time, "sleep", record)
+            lock.acquire(timeout_ms=60_000)
+        except _Enough:
+            os.write(write_end, json.dumps(chosen).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = pipe.read()
+    os.waitpid(pid, 0)
+    assert said, "the child made no four pauses"
+    return list(json.loads(said))
+
+
+def test_forked_workers_draw_their_own_retry_pauses(
+    masters: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lock made before a fork (a module-level lock in a pre-fork server): if every child
+    # drew the same pauses, contenders would retry in step and split the vote again.
+    hold_elsewhere(masters, *range(len(masters)))
+    lock = redlock(masters, KEY, ttl_ms=1_000)
+    first = _pauses_in_a_forked_child(lock, monkeypatch)
+    second = _pauses_in_a_forked_child(lock, monkeypatch)
+    assert first != second, first
