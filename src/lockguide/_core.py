@@ -107,14 +107,9 @@ class LuaScript:
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
+# The code of ``scripts/release.lua`` and ``extend.lua``, which the guide shows with comments
+# (compare-and-delete, compare-and-pexpire); a test checks the code is the same.
 RELEASE = LuaScript("""\
--- Compare-and-delete: remove the lock only if it still holds
--- the caller's value.
---   KEYS[1]  the lock key
---   ARGV[1]  the value this holder wrote when it acquired the lock
--- Returns 1 if the key was ours and is now gone,
---         0 if it was absent or held by someone else.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
@@ -122,13 +117,6 @@ return redis.call("DEL", KEYS[1])
 """)
 
 EXTEND = LuaScript("""\
--- Compare-and-pexpire: give the lock a fresh TTL only if it still
--- holds the caller's value.
---   KEYS[1]  the lock key
---   ARGV[1]  the value this holder wrote when it acquired the lock
---   ARGV[2]  the new time to live, in milliseconds
--- Returns 1 if the TTL was reset,
---         0 if the key was absent or held by someone else.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
