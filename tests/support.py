@@ -117,10 +117,19 @@ class Backend:
         return [self.async_client(port=port, **kwargs) for port in MASTER_PORTS[:count]]
 
 
+def lua_code(source: str) -> str:
+    """A Lua script without its ``--`` comment lines (the code the reference runs inline)."""
+    return "".join(line for line in source.splitlines(True) if not line.lstrip().startswith("--"))
+
+
+def script_code(name: str) -> str:
+    """The code of the reference's Lua script ``name`` (``scripts/<name>`` without comments)."""
+    return lua_code(resources.files("lockguide.scripts").joinpath(name).read_text("utf-8"))
+
+
 def script_sha(name: str) -> str:
     """The SHA1 Redis names the reference's Lua script ``name`` by (``EVALSHA``)."""
-    source = resources.files("lockguide.scripts").joinpath(name).read_bytes()
-    return hashlib.sha1(source).hexdigest()
+    return hashlib.sha1(script_code(name).encode("utf-8")).hexdigest()
 
 
 class LockKind:

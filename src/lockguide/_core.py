@@ -1,10 +1,7 @@
-"""The decisions every lock here makes, written once and free of I/O (sans-IO).
+"""The decisions every lock here makes, free of I/O (sans-IO); copy it with ``lock.py``.
 
-Copy this file with ``lock.py`` (they import each other relatively). Each operation
-is a generator of *steps* that yields effects (:class:`Send`, :class:`Sleep`; Redlock's
-``FanOut``) and receives their replies, or the exceptions they raised. A driver
-performs them: :func:`drive` for the synchronous locks, ``lockguide.aio`` over
-``redis.asyncio``, the one place that knows about cancellation.
+Each operation is a generator of steps: it yields effects (:class:`Send`, :class:`Sleep`) and
+receives their replies or exceptions. :func:`drive` performs them; ``lockguide.aio`` awaits them.
 """
 
 from __future__ import annotations
@@ -25,11 +22,9 @@ from typing import Any, Literal, TypeVar
 from redis import exceptions as rx
 from redis.backoff import NoBackoff
 
-#: The longest lease a lock accepts: one week. A crashed holder keeps everybody
-#: out for a whole TTL; work that runs longer renews a shorter lease (Watchdog).
+#: The longest lease a lock accepts (one week); longer work renews a shorter one.
 MAX_TTL_MS = 7 * 24 * 3600 * 1000
-#: How long a blocking ``acquire`` waits when no ``timeout_ms`` is given (10 s);
-#: ``timeout_ms=None`` waits for ever, and must be asked for.
+#: How long a blocking ``acquire`` waits by default; ``timeout_ms=None`` waits for ever.
 DEFAULT_TIMEOUT_MS = 10_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
@@ -54,7 +49,7 @@ def new_lock_value() -> str:
 class Send:
     """Write ``commands`` in one go; the last one's reply, waited for at most ``timeout_s``.
 
-    ``node`` (a Cluster's ``(host, port)``): send there, after ``refresh`` (re-learn the slots).
+    ``node``: a Cluster's ``(host, port)`` to send to, after ``refresh`` (re-learn the slots).
     """
 
     commands: tuple[tuple[Any, ...], ...]
@@ -103,18 +98,12 @@ class LuaScript:
         self.sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
 
     def command(self, keys: tuple[str, ...], args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The ``EVALSHA`` command's arguments."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
+# The code of ``scripts/release.lua`` and ``extend.lua``, which the guide shows with comments
+# (compare-and-delete, compare-and-pexpire); a test checks the code is the same.
 RELEASE = LuaScript("""\
--- Compare-and-delete: remove the lock only if it still holds
--- the caller's value.
---   KEYS[1]  the lock key
---   ARGV[1]  the value this holder wrote when it acquired the lock
--- Returns 1 if the key was ours and is now gone,
---         0 if it was absent or held by someone else.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
@@ -122,13 +111,6 @@ return redis.call("DEL", KEYS[1])
 """)
 
 EXTEND = LuaScript("""\
--- Compare-and-pexpire: give the lock a fresh TTL only if it still
--- holds the caller's value.
---   KEYS[1]  the lock key
---   ARGV[1]  the value this holder wrote when it acquired the lock
---   ARGV[2]  the new time to live, in milliseconds
--- Returns 1 if the TTL was reset,
---         0 if the key was absent or held by someone else.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
@@ -225,14 +207,17 @@ def check_key(key: object, name: str = "key") -> str:
     return key
 
 
+def _number(value: object, name: str, what: str, kind: Any = numbers.Real, tail: str = "") -> Any:
+    """``value`` if it is a ``kind`` and not a ``bool``; else ``{name} must be {what}``."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise BadArgumentType(f"{name} must be {what}, not {value!r}{tail}")
+    return value
+
+
 def check_ttl_ms(ttl_ms: object, name: str = "ttl_ms") -> int:
-    """A whole number of milliseconds from 1 to :data:`MAX_TTL_MS` (``bool`` is refused)."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, numbers.Integral):
-        raise BadArgumentType(
-            f"{name} must be a whole number of milliseconds (int), not {ttl_ms!r}; "
-            "for 30 seconds write 30_000"
-        )
-    ttl = int(ttl_ms)
+    """A whole number of milliseconds from 1 to :data:`MAX_TTL_MS`."""
+    what, example = "a whole number of milliseconds (int)", "; for 30 seconds write 30_000"
+    ttl = int(_number(ttl_ms, name, what, numbers.Integral, example))
     if ttl <= 0:
         raise BadArgument(
             f"{name} must be > 0 ms, got {ttl}: a lock with no expiry is held forever "
@@ -249,9 +234,7 @@ def check_ttl_ms(ttl_ms: object, name: str = "ttl_ms") -> int:
 
 def check_ms(value: object, name: str, *, positive: bool = False) -> float:
     """A finite number of milliseconds, ``>= 0`` (``> 0`` when ``positive``)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise BadArgumentType(f"{name} must be a number of milliseconds, not {value!r}")
-    ms = float(value)
+    ms = float(_number(value, name, "a number of milliseconds"))
     if not math.isfinite(ms) or ms < 0 or (positive and ms == 0):
         bound = "> 0" if positive else ">= 0"
         raise BadArgument(f"{name} must be a finite number of milliseconds {bound}, got {value!r}")
@@ -259,12 +242,11 @@ def check_ms(value: object, name: str, *, positive: bool = False) -> float:
 
 
 def check_count(value: object, name: str, least: int = 0, hint: str = "", why: str = "") -> int:
-    """An ``int`` (not ``bool``) of at least ``least``; ``hint`` and ``why`` go in the errors."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadArgumentType(f"{name} must be an int{hint}, not {value!r}")
-    if value < least:
-        raise BadArgument(f"{name} must be >= {least}, got {value}" + (f": {why}" if why else ""))
-    return value
+    """An ``int`` of at least ``least``; ``hint`` and ``why`` go in the errors."""
+    count: int = _number(value, name, f"an int{hint}", int)
+    if count < least:
+        raise BadArgument(f"{name} must be >= {least}, got {count}" + (f": {why}" if why else ""))
+    return count
 
 
 def check_delay_range(value: object, name: str = "retry_delay_ms") -> tuple[float, float]:
@@ -282,21 +264,13 @@ def check_delay_range(value: object, name: str = "retry_delay_ms") -> tuple[floa
 
 def check_drift(factor: object, floor_ms: object) -> tuple[float, float]:
     """The drift allowance's two parts: a fraction of the TTL in [0, 1), and ms."""
-    if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-        raise BadArgumentType(f"drift_factor must be a number, not {factor!r}")
-    if not 0 <= float(factor) < 1:
+    fraction = float(_number(factor, "drift_factor", "a number"))
+    if not 0 <= fraction < 1:
         raise BadArgument(
             f"drift_factor must be in [0, 1), got {factor!r}: it is the fraction of the TTL "
             "set aside for clocks that run at different rates (0.01 allows 1 %)"
         )
-    return float(factor), check_ms(floor_ms, "drift_floor_ms")
-
-
-def check_clock(clock: object) -> Clock:
-    """A function of no arguments returning seconds, like ``time.monotonic``."""
-    if not callable(clock):
-        raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
-    return clock
+    return fraction, check_ms(floor_ms, "drift_floor_ms")
 
 
 _POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
@@ -306,27 +280,21 @@ _POOLS_LOCK = threading.Lock()
 def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
     """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
 
-    ``flavour``: the module ``redis`` or ``redis.asyncio``. The client's settings and
-    pool size, every socket operation bounded by ``timeout_s``, and redis-py's retries
-    off: a ``SET NX`` sent again after its reply was lost would find its own key.
+    ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, each socket
+    operation bounded by ``timeout_s``, no redis-py retries: a resent ``SET NX`` finds its own key.
     """
-    source = client.connection_pool
-    plain, blocking, retry = (
-        flavour.ConnectionPool,
-        flavour.BlockingConnectionPool,
-        flavour.retry.Retry,
-    )
+    source, blocking, retry = client.connection_pool, flavour.BlockingConnectionPool, flavour.retry
     with _POOLS_LOCK:
         mine = _POOLS.setdefault(source, {})
         pool = mine.get((timeout_s, *where.items()))
         if pool is None:
-            settings = dict(source.connection_kwargs, retry=retry(NoBackoff(), 0), **where)
+            settings = dict(source.connection_kwargs, retry=retry.Retry(NoBackoff(), 0), **where)
             settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
             settings.update(connection_class=source.connection_class, retry_on_error=[])
             settings["max_connections"] = source.max_connections
             if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
                 settings["timeout"] = source.timeout
-            kind = blocking if isinstance(source, blocking) else plain
+            kind = blocking if isinstance(source, blocking) else flavour.ConnectionPool
             pool = mine[(timeout_s, *where.items())] = kind(**settings)
         return pool
 
@@ -343,16 +311,8 @@ class LeaseState:
     or, with ``owner="process"``, the acquiring process.
     """
 
-    _key: str
-    _ttl_ms: int
-    _timeout_ms: float | None
-    _retry_delay_ms: tuple[float, float]
-    _usable_ms: float
-    _drift: tuple[float, float]
     _clock: Clock
     _value: str | None
-    _deadline: float
-    _pid: int
     _owner: Owner
     _owners: list[object]
     _last_error: BaseException | None
@@ -380,7 +340,9 @@ class LeaseState:
         self._retry_delay_ms = check_delay_range(retry_delay_ms)
         self._drift = check_drift(drift_factor, drift_floor_ms)
         self._usable_ms = self._usable_for(self._ttl_ms)
-        self._clock = check_clock(clock)
+        if not callable(clock):
+            raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
+        self._clock = clock
         if owner not in self._owner_kinds:
             raise BadArgument(f"owner must be one of {self._owner_kinds}, got {owner!r}")
         self._owner = owner  # type: ignore[assignment]
@@ -388,7 +350,6 @@ class LeaseState:
         self._last_error = None
 
     def _usable_for(self, ttl_ms: int) -> float:
-        """What a lease of ``ttl_ms`` leaves after the drift allowance (refused if nothing)."""
         factor, floor = self._drift
         usable = ttl_ms - (ttl_ms * factor + floor)
         if usable <= 0:
@@ -438,7 +399,6 @@ class LeaseState:
         return threading.current_thread()
 
     def _give_up_at(self, blocking: bool, timeout_ms: object) -> float | None:
-        """When this ``acquire`` stops trying, on the lock's clock (``None``: never)."""
         if self.held:
             raise AlreadyAcquired(self._key)
         if timeout_ms is UNSET:
@@ -468,13 +428,11 @@ class LeaseState:
         return max(0.0, min(pause, give_up_at - self._clock()))
 
     def _won(self, value: str, started: float) -> None:
-        """Record a grant: the value, the deadline, this process and the caller."""
         self._value, self._pid = value, os.getpid()
         self._deadline = started + self._usable_ms / 1000.0
         self._owners = [] if self._owner == "process" else [self._holder()]
 
     def _check_owner(self, action: str) -> str:
-        """The held value, if the caller may ``action`` the lock; else a typed error."""
         value = self._value
         if value is None or self._pid != os.getpid():
             raise NotOwned(self._key, action)
@@ -488,7 +446,6 @@ class LeaseState:
             self._owners.append(owner)
 
     def _forget(self, value: str) -> None:
-        """Not held any more, if ``value`` is still the grant (not a newer one)."""
         if self._value == value:
             self._value = None
 
@@ -497,13 +454,11 @@ class LeaseState:
     _exit_checks_owner = False
 
     def _describe(self, name: str, fields: str = "") -> str:
-        """The ``repr`` of the Redis locks: ``name``, key, ``fields``, TTL, held or not."""
         state = "held" if self.held else "not held"
         where = f"{self._key!r} {fields}ttl_ms={self._ttl_ms}"
         return f"<{self._repr_prefix}{name} {where} {state}>"
 
     def _enter_calls(self) -> Calls:
-        """Entering ``with``: acquire, or raise ``NotAcquired`` (a Redlock: ``NoQuorum``)."""
         started = self._clock() if self._timed_with else 0.0
         if not (yield self.acquire):
             raise self._not_acquired(started) from self._last_error
@@ -521,7 +476,6 @@ class LeaseState:
             note_failed_release(exc, self._key, error)
 
     def _not_acquired(self, started: float) -> NotAcquired:
-        """What ``with`` raises when ``acquire`` returned ``False``."""
         waited = self._timeout_ms if self._timeout_ms is not None else 0.0
         error = NotAcquired(self._key, waited)
         error.__cause__ = self._last_error
@@ -558,10 +512,9 @@ class ServerSteps(LeaseState):
         return run_script(script, command, timeout_s, self._cluster)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
-        """``SET NX``, retried until the deadline; ``True`` once granted in time.
+        """``SET NX``, retried until the deadline (errors a retry may fix kept in ``last_error``).
 
-        An error a retry may fix is kept as :attr:`last_error`; any other raises. Whatever
-        interrupts a try (an error, ``Ctrl-C``, a cancellation) deletes its value first.
+        Whatever interrupts a try (an error, ``Ctrl-C``, a cancellation) deletes its value first.
         """
         give_up_at = self._give_up_at(blocking, timeout_ms)
         first = True
@@ -643,11 +596,7 @@ class ServerSteps(LeaseState):
 
 
 def note_failed_release(exc: BaseException, key: str, error: BaseException) -> None:
-    """Add a failed release to the body's exception, which stays the one raised."""
     exc.add_note(f"lockguide: releasing {key!r} on the way out also failed: {error}")
-
-
-# -- errors -------------------------------------------------------------------------
 
 
 class LockError(Exception):
@@ -799,11 +748,10 @@ class MajorityLost(LockLost):
         self.key, self.confirmed, self.needed, self.masters = key, confirmed, needed, masters
         LockError.__init__(
             self,
-            f"cannot {action} lock {key!r}: only {confirmed} of {masters} masters still held "
-            f"this holder's value ({needed} needed). The lease expired, a master lost the key, "
-            "or masters did not answer; another client may hold the lock. Work done under it "
-            "may have overlapped another holder: only a fencing check at the resource can "
-            "refuse it.",
+            f"cannot {action} lock {key!r}: only {confirmed} of {masters} masters still held this "
+            f"holder's value ({needed} needed). The lease expired, a master lost the key, or "
+            "masters did not answer; another client may hold the lock. Work done under it may have "
+            "overlapped another holder: only a fencing check at the resource can refuse it.",
         )
 
 

@@ -9,7 +9,6 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from importlib import resources
 from typing import Any
 
 import pytest
@@ -26,10 +25,10 @@ from lockguide import (
     NotOwned,
     Redlock,
 )
-from tests.support import Backend, record_requests
+from tests.support import Backend, record_requests, script_code
 
 KEY = "lock:test"
-RELEASE_SOURCE = resources.files("lockguide.scripts").joinpath("release.lua").read_text("utf-8")
+RELEASE_SOURCE = script_code("release.lua")
 
 
 def test_acquire_stores_a_fresh_40_hex_digit_value_with_the_ttl(r: redis.Redis) -> None:
