@@ -347,7 +347,9 @@ class Redlock(RedlockSteps, AsyncLease):
             done, _ = await asyncio.wait(tasks.values(), timeout=self._timeout_s)
         finally:
             for task in tasks.values():
-                task.cancel()  # (a finished task ignores it; a late one closes its connection)
+                if task.cancel():  # a late master's: it closes its connection, kept till then
+                    _BACKGROUND.add(task)
+                    task.add_done_callback(_BACKGROUND.discard)
         late = rx.TimeoutError(f"no reply within {self._node_timeout_ms:.0f} ms")
         replies = {i: t.result() if t in done else late for i, t in tasks.items()}
         return [replies.get(i) for i in range(len(self._pools))]
