@@ -1,7 +1,5 @@
-"""The same locks on ``redis.asyncio``: ``Lock``, ``FencedLock``, ``Redlock``, ``Watchdog``.
-
-Every decision is the synchronous locks' (their steps, checks and errors): this module
-only performs them, and it is the one place that knows about tasks and cancellation.
+"""The same locks on ``redis.asyncio``. Every decision is the synchronous locks' (their
+steps, checks and errors): this module performs them, and alone knows tasks and cancellation.
 """
 
 from __future__ import annotations
@@ -11,31 +9,15 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Collection, Coroutine
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import redis.asyncio
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 
+from lockguide import _core as core
 from lockguide import fencing
-from lockguide._core import (
-    DEFAULT_TIMEOUT_MS,
-    UNSET,
-    Calls,
-    ExtensionLimitReached,
-    LeaseState,
-    LockLost,
-    NotOwned,
-    Owner,
-    Send,
-    ServerSteps,
-    Sleep,
-    Steps,
-    T,
-    bounded_pool,
-    server_reply,
-)
+from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, Owner
 from lockguide.fencing import Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
 from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps, master_reply
@@ -43,11 +25,12 @@ from lockguide.renewal import Renewer
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
+T = TypeVar("T")
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled caller
 
 
 def _pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
-    return bounded_pool(client, timeout_s, redis.asyncio)  # type: ignore[no-any-return]
+    return core.bounded_pool(client, timeout_s, redis.asyncio)  # type: ignore[no-any-return]
 
 
 def _task() -> asyncio.Task[Any] | None:
@@ -78,7 +61,7 @@ async def _quietly(work: Coroutine[Any, Any, Any]) -> None:
         await work
 
 
-async def _await_calls(steps: Calls) -> None:
+async def _await_calls(steps: core.Calls) -> None:
     """Await each function ``steps`` yields, sending back its result or throwing its error."""
     reply: Any = None
     error: BaseException | None = None
@@ -93,39 +76,39 @@ async def _await_calls(steps: Calls) -> None:
             reply, error = None, raised
 
 
-async def _exchange(
-    where: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float
-) -> list[Any]:
-    """Send ``commands`` in one write on a connection of ``where`` (a pool or a cluster node).
-
-    The replies, error replies among them, within ``timeout_s``, connecting included; a
-    connection whose reply did not come is closed, never read again.
-    """
-    pooled = isinstance(where, redis.asyncio.ConnectionPool)
-    conn, replies = None, []
+async def _exchange(where: Any, commands: tuple[Any, ...], timeout_s: float) -> list[Any]:
+    """:func:`_talk`, within ``timeout_s`` (connecting included)."""
     try:
         async with asyncio.timeout(timeout_s):
-            conn = await where.get_connection() if pooled else where.acquire_connection()
-            for command in commands:  # all written before any reply is read
-                await conn.send_command(*command, check_health=False)
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response())
-                except rx.ResponseError as answered:  # an answer like any other: read on
-                    replies.append(answered)
-    except BaseException as error:
-        if conn is not None:
-            await conn.disconnect(nowait=True)
-        if isinstance(error, TimeoutError):
-            raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
+            return await _talk(where, commands)
+    except TimeoutError:
+        raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
+
+
+async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """The replies to ``commands`` on a connection of ``where`` (a pool or a cluster node),
+    error replies among them. A connection whose reply did not come is closed, never read.
+    """
+    pooled = isinstance(where, redis.asyncio.ConnectionPool)
+    conn = await where.get_connection() if pooled else where.acquire_connection()
+    replies = []
+    try:
+        for command in commands:  # all written before any reply is read
+            await conn.send_command(*command, check_health=False)
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response())
+            except rx.ResponseError as answered:  # an answer like any other: read on
+                replies.append(answered)
+    except BaseException:
+        await conn.disconnect(nowait=True)
         raise
     finally:
-        if conn is not None:
-            await where.release(conn) if pooled else where.release(conn)
+        await where.release(conn) if pooled else where.release(conn)
     return replies
 
 
-class AsyncLease(LeaseState):
+class AsyncLease(core.LeaseState):
     """The asyncio driver of the steps: the owner is the task that *calls* a method, read
     when its coroutine is made (so ``wait_for``, ``gather``, ``shield`` act for the caller).
     """
@@ -156,7 +139,19 @@ class AsyncLease(LeaseState):
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
         return self._drive(self._owned_steps())
 
-    def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
+    def release(self) -> Coroutine[Any, Any, Any]:
+        """Release (as the sync lock does), finished even if the caller is cancelled meanwhile.
+
+        Raises what the sync ``release`` raises; ``redis.exceptions.TimeoutError``: no
+        answer, the lock stays held here: call again.
+        """
+        return self._drive(self._release_steps(), finish=True)  # type: ignore[attr-defined]
+
+    def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, Any]:
+        """Renew the held lease to ``ttl_ms`` (default: the TTL), as the sync lock does."""
+        return self._drive(self._extend_steps(ttl_ms))  # type: ignore[attr-defined]
+
+    def _drive(self, steps: core.Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
         if not finish:
             return self._go(steps, _task())
         self._calling = caller = _task()  # a release checks its owner now, in the caller
@@ -166,14 +161,14 @@ class AsyncLease(LeaseState):
             self._calling = None
         return _finish(self._go(steps, caller, effect))
 
-    def _step(self, steps: Steps[T], caller: object, reply: Any, error: Any) -> Any:
+    def _step(self, steps: core.Steps[T], caller: object, reply: Any, error: Any) -> Any:
         self._calling = caller  # the owner checks see the caller, not a wrapper task
         try:
             return steps.send(reply) if error is None else steps.throw(error)
         finally:
             self._calling = None
 
-    async def _go(self, steps: Steps[T], caller: object, effect: Any = None) -> T:
+    async def _go(self, steps: core.Steps[T], caller: object, effect: Any = None) -> T:
         reply: Any = None
         error: BaseException | None = None
         while True:
@@ -183,7 +178,7 @@ class AsyncLease(LeaseState):
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
             try:
-                if isinstance(effect, Sleep):
+                if isinstance(effect, core.Sleep):
                     await asyncio.sleep(effect.seconds)
                     reply, error = None, None
                 else:
@@ -210,25 +205,15 @@ class AsyncLease(LeaseState):
         await _await_calls(self._enter_calls())
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         """Release if this task still owns it (not if handed over); the body's exception wins."""
-        await _await_calls(self._exit_calls(exc))
+        await _await_calls(self._exit_calls(exc_info[1]))
 
 
-class Lock(AsyncLease, ServerSteps):
+class Lock(AsyncLease, core.ServerSteps):
     """:class:`lockguide.Lock` on ``redis.asyncio`` (``client``: a ``redis.asyncio.Redis`` or
     ``RedisCluster``); same arguments, errors and rules, except ``owner`` (``"task"`` or
     ``"process"``); the methods that talk to Redis return coroutines.
-
-    Example::
-
-        async with Lock(r, "lock:report", ttl_ms=30_000, timeout_ms=5_000) as lock:
-            await build_report()
     """
 
     _redis, _cluster_type = redis.asyncio, RedisCluster
@@ -252,25 +237,11 @@ class Lock(AsyncLease, ServerSteps):
         self._pools = [] if self._cluster else [_pool(client, self._request_s)]  # type: ignore[arg-type]
         self._pending = set()
 
-    def release(self) -> Coroutine[Any, Any, None]:
-        """Release with compare-and-delete, finished even if the caller is cancelled meanwhile.
-
-        Raises:
-            NotOwned: not held by this object (``WrongOwner``: held for another task).
-            LockLost: the lease had expired; the key was left untouched.
-            redis.exceptions.TimeoutError: no answer; the lock stays held here: call again.
-        """
-        return self._drive(self._release_steps(), finish=True)
-
-    def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, None]:
-        """Give the held lock a fresh lease of ``ttl_ms`` (:meth:`lockguide.Lock.extend`)."""
-        return self._drive(self._extend_steps(ttl_ms))
-
-    async def _send(self, effect: Send) -> Any:
+    async def _send(self, effect: core.Send) -> Any:
         where = await self._where(effect)
-        return server_reply(await _exchange(where, effect.commands, effect.timeout_s))
+        return core.server_reply(await _exchange(where, effect.commands, effect.timeout_s))
 
-    async def _where(self, effect: Send) -> Any:
+    async def _where(self, effect: core.Send) -> Any:
         if self._pools:
             return self._pools[0]
         cluster: Any = self._client
@@ -329,11 +300,6 @@ class FencedStore(fencing.Store):
 class Redlock(RedlockSteps, AsyncLease):
     """:class:`lockguide.Redlock` on ``redis.asyncio`` (``masters``: ``redis.asyncio.Redis``
     clients); same arguments, checks and errors, except ``owner`` (``"task"`` or ``"process"``).
-
-    Example::
-
-        async with Redlock(masters, "lock:ledger", ttl_ms=10_000, timeout_ms=2_000) as lock:
-            await do_work()
     """
 
     _redis, _cluster_type = redis.asyncio, RedisCluster
@@ -366,28 +332,27 @@ class Redlock(RedlockSteps, AsyncLease):
         """The clients, one per master, in the order given."""
         return self._masters
 
-    def release(self) -> Coroutine[Any, Any, int]:
-        """Release on every master, finished even if cancelled (as ``lockguide.Redlock``)."""
-        return self._drive(self._release_steps(), finish=True)
-
-    def extend(self, ttl_ms: int | None = None) -> Coroutine[Any, Any, int]:
-        """Renew the lease on every master; how many did (:meth:`lockguide.Redlock.extend`)."""
-        return self._drive(self._extend_steps(ttl_ms))
-
     async def _send(self, effect: FanOut) -> list[Any]:
+        """Every master's reply (or error), each awaited at most the node timeout."""
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
-                return master_reply(await _exchange(pool, effect.commands, self._timeout_s))
+                return master_reply(await _talk(pool, effect.commands))
             except (rx.RedisError, OSError) as error:
                 return error
 
-        targets = range(len(self._pools)) if effect.only is None else effect.only
-        results: list[Any] = [None] * len(self._pools)
-        replies = await asyncio.gather(*(one(self._pools[i]) for i in targets))
-        for i, result in zip(targets, replies, strict=True):
-            results[i] = result
-        return results
+        only = range(len(self._pools)) if effect.only is None else effect.only
+        tasks = {i: asyncio.ensure_future(one(self._pools[i])) for i in only}
+        try:  # one timer for all: every request starts now
+            done, _ = await asyncio.wait(tasks.values(), timeout=self._timeout_s)
+        finally:
+            for task in tasks.values():
+                if task.cancel():  # a late master's: it closes its connection, kept till then
+                    _BACKGROUND.add(task)
+                    task.add_done_callback(_BACKGROUND.discard)
+        late = rx.TimeoutError(f"no reply within {self._node_timeout_ms:.0f} ms")
+        replies = {i: t.result() if t in done else late for i, t in tasks.items()}
+        return [replies.get(i) for i in range(len(self._pools))]
 
 
 class Watchdog(Renewer):
@@ -397,8 +362,8 @@ class Watchdog(Renewer):
 
     _kinds, _label = (Lock, Redlock), "lockguide.aio Lock, FencedLock or Redlock"
     _event, _repr_prefix, _say_why = asyncio.Event, "aio.", True
-    _handled = (NotOwned, ExtensionLimitReached, rx.RedisError, OSError)
-    _gone = (LockLost, ExtensionLimitReached)
+    _handled = (core.NotOwned, core.ExtensionLimitReached, rx.RedisError, OSError)
+    _gone = (core.LockLost, core.ExtensionLimitReached)
 
     def __init__(
         self,
@@ -435,14 +400,9 @@ class Watchdog(Renewer):
         self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         """Stop renewing and release; the body's own exception always wins."""
-        await _await_calls(self._exit_calls(exc))
+        await _await_calls(self._exit_calls(exc_info[1]))
 
     def _spawn(self) -> asyncio.Task[None]:
         return asyncio.ensure_future(self._renew())
