@@ -108,7 +108,6 @@ def _tag_for_slot(slot: int) -> str:
 class Fenced(ServerSteps):
     """A lock whose grant draws a fencing token (``FencedLock`` here and in ``lockguide.aio``)."""
 
-    _counter_key: str
     _token: int | None
 
     def _init_fence(self, counter_key: object) -> None:
