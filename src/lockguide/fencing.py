@@ -1,8 +1,6 @@
-"""Fencing tokens: the lock hands out a number, and the resource checks it.
-
-:class:`FencedLock` takes the lock and draws the next token in one Lua script;
-:class:`FencedStore` (a Redis hash) and :class:`SqlFencedStore` (a table) accept a
-write only if its token beats every one they accepted, atomically with the write.
+"""Fencing tokens: :class:`FencedLock` draws the next number with the lock, in one script,
+and a fenced store (a Redis hash, a SQL table) accepts a write only if its token beats
+every one it accepted, atomically with the write.
 """
 
 from __future__ import annotations
@@ -37,28 +35,17 @@ __all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored",
 __all__ += ["counter_key_for"]
 
 
-# Also in ``scripts/*.lua``, which the guide shows; a test checks the two are equal.
+# The code of ``scripts/fenced_*.lua``, which the guide shows with comments (a test compares).
+# Take the lock and draw the next token in one step: the token, or 0 if the lock is held.
 FENCED_ACQUIRE = LuaScript("""\
--- Fenced acquire: take the lock and draw the next fencing token in one atomic step.
--- KEYS[1] = the lock key
--- KEYS[2] = the token counter for this resource (never expires)
--- ARGV[1] = this holder's random value
--- ARGV[2] = the time to live, in milliseconds
--- Returns the new token (1, 2, 3, ...) when the lock was taken, 0 when it is held.
--- Nobody can get a token without the lock, or the lock without a token.
 if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
     return 0
 end
 return redis.call("INCR", KEYS[2])
 """)
 
+# Store the value only if its token beats the highest accepted: {1, token} or {0, highest}.
 FENCED_WRITE = LuaScript("""\
--- Fenced write: store a value only if its token is newer than every token accepted so far.
--- KEYS[1] = the resource, a hash holding "value" and "token" (the highest accepted)
--- ARGV[1] = the writer's fencing token
--- ARGV[2] = the value to store
--- Returns {1, token} when the write was accepted,
---         {0, highest} when it was refused because a token >= it was already accepted.
 local highest = tonumber(redis.call("HGET", KEYS[1], "token") or "0")
 local token = tonumber(ARGV[1])
 if token <= highest then
@@ -84,7 +71,6 @@ def check_token(token: object) -> int:
 
 
 def _check_write(token: object, value: object) -> tuple[int, str]:
-    """A valid token and a ``str`` value, checked before anything is sent."""
     token = check_token(token)
     if not isinstance(value, str):
         raise BadArgumentType(f"value must be a str, not {type(value).__name__}")
@@ -92,7 +78,6 @@ def _check_write(token: object, value: object) -> tuple[int, str]:
 
 
 def _raise_if_refused(resource: str, result: WriteResult) -> WriteResult:
-    """``result`` if the write was accepted; :class:`~lockguide.StaleToken` if not."""
     if not result.accepted:
         raise StaleToken(resource, result.token, result.highest)
     return result
@@ -120,27 +105,19 @@ def _tag_for_slot(slot: int) -> str:
     return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
 
 
-def check_counter_key(key: str, counter_key: object) -> str:
-    """The token counter's key: ``counter_key_for(key)`` by default, never the lock key."""
-    if counter_key is None:
-        counter_key = counter_key_for(key)
-    checked = check_key(counter_key, "counter_key")
-    if checked == key:
-        raise BadArgument(
-            f"counter_key must differ from the lock key {key!r}: the lock's SET would "
-            "overwrite the token counter"
-        )
-    return checked
-
-
 class Fenced(ServerSteps):
     """A lock whose grant draws a fencing token (``FencedLock`` here and in ``lockguide.aio``)."""
 
-    _counter_key: str
     _token: int | None
 
     def _init_fence(self, counter_key: object) -> None:
-        self._counter_key = check_counter_key(self._key, counter_key)
+        counter_key = counter_key_for(self._key) if counter_key is None else counter_key
+        self._counter_key = check_key(counter_key, "counter_key")
+        if self._counter_key == self._key:
+            raise BadArgument(
+                f"counter_key must differ from the lock key {self._key!r}: the lock's SET "
+                "would overwrite the token counter"
+            )
         self._token = None
 
     @property
@@ -164,6 +141,9 @@ class Fenced(ServerSteps):
         if token > 0:
             self._token = token
         return token > 0
+
+    def __repr__(self) -> str:
+        return self._describe(type(self).__name__, f"token={self._token} " if self.held else "")
 
 
 class FencedLock(Fenced, Lock):
@@ -196,16 +176,10 @@ class FencedLock(Fenced, Lock):
         self._init_lock(client, request_timeout_ms, *args)
         self._init_fence(counter_key)
 
-    def __repr__(self) -> str:
-        state = f"held, token {self._token}" if self.held else "not held"
-        return f"<FencedLock {self._key!r} ttl_ms={self._ttl_ms} {state}>"
-
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a fenced resource did with one write: ``accepted``, the ``token`` it carried,
-    and the ``highest`` token accepted so far (the one that beat it, when refused).
-    """
+    """A write's outcome: ``accepted``, its ``token`` and the ``highest`` token accepted so far."""
 
     accepted: bool
     token: int
@@ -220,21 +194,6 @@ class Stored:
     token: int
 
 
-def check_store_key(key: object, lock: object, lock_type: type[Any]) -> str:
-    """A fenced store's key: a non-empty string that is neither of ``lock``'s keys."""
-    checked = check_key(key)
-    if lock is not None:
-        if not isinstance(lock, lock_type):
-            raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
-        if checked in (lock.key, lock.counter_key):
-            raise BadArgument(
-                f"store key {checked!r} collides with the lock's keys ({lock.key!r}, "
-                f"{lock.counter_key!r}): the lock would overwrite the data, or the data "
-                "the lock. Give the resource its own key, e.g. 'ledger:balance'."
-            )
-    return checked
-
-
 class Store:
     """What both ``FencedStore`` classes decide; they only send (or await) the requests."""
 
@@ -244,7 +203,15 @@ class Store:
 
     def _init_store(self, client: object, key: object, lock: object) -> None:
         self._client = check_client(self._redis, client)
-        self._key = check_store_key(key, lock, self._lock_type)
+        self._key = check_key(key)
+        if lock is not None and not isinstance(lock, self._lock_type):
+            raise BadArgumentType(f"lock must be a FencedLock, not {type(lock).__name__}")
+        if lock is not None and self._key in (lock.key, lock.counter_key):
+            raise BadArgument(
+                f"store key {self._key!r} collides with the lock's keys ({lock.key!r}, "
+                f"{lock.counter_key!r}): the lock would overwrite the data, or the data "
+                "the lock. Give the resource its own key, e.g. 'ledger:balance'."
+            )
         self._write = self._client.register_script(FENCED_WRITE.source)
 
     @property

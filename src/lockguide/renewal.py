@@ -1,19 +1,15 @@
 """A watchdog that keeps a held lease alive, and says so when it cannot.
 
-It extends the lease every ``every_ms`` while the key still holds the holder's value,
-until the holder releases (or ``max_total_ms``, if given). It is for slow work, not
-pauses: a process paused past its lease, watchdog included, is refused only by fencing.
+It is for slow work, not pauses: a paused process (watchdog included) is refused only by fencing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
@@ -34,40 +30,17 @@ from lockguide._core import (
 from lockguide.lock import Lock
 from lockguide.redlock import Redlock
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = ["Watchdog"]
-
-#: Why a watchdog stopped after its ``max_total_ms``.
-BOUND_REACHED = "the watchdog stopped renewing after max_total_ms (its bound) and the lease ran out"
-
-
-def check_renewal(
-    ttl_ms: int, every_ms: object, max_total_ms: object
-) -> tuple[float, float | None]:
-    """The interval in seconds (a third of the TTL by default), and the bound in seconds."""
-    every_ms = ttl_ms / 3 if every_ms is None else every_ms
-    interval = check_ms(every_ms, "every_ms")
-    if not 0 < interval < ttl_ms:
-        raise BadArgument(
-            f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
-            "a renewal after the lease has run out comes too late"
-        )
-    if max_total_ms is None:
-        return interval / 1000.0, None
-    return interval / 1000.0, check_ms(max_total_ms, "max_total_ms", positive=True) / 1000.0
-
-
-class Flag(Protocol):
-    """A watchdog's loss signal: a ``threading.Event`` or an ``asyncio.Event``."""
-
-    def is_set(self) -> bool: ...  # pragma: no cover - protocol
-    def set(self) -> None: ...  # pragma: no cover - protocol
 
 
 class WatchdogState:
     """What a watchdog knows and how it reports a loss (the consensus locks' too)."""
 
     _lock: LeaseState
-    _lost: Flag
+    _lost: threading.Event | asyncio.Event
     _error: RenewalFailed | None = None
     _renewals: int = 0
     _reported: bool = False  # the holder has been told the lease is lost
@@ -103,8 +76,7 @@ class WatchdogState:
         )
 
     def _fail(self, reason: str) -> None:
-        """Record the first failure and wake whoever waits on ``lost_event``."""
-        if self._error is None:
+        if self._error is None:  # the first failure is the one reported
             self._error = RenewalFailed(self._lock.key, reason)
         self._lost.set()
 
@@ -121,6 +93,7 @@ class Renewer(WatchdogState):
     _repr_prefix = ""
     _lock: Any
     _runner: Any = None
+    _spawn: Callable[[], Any]  # the renewing thread (not started yet) or task
     _wait: Callable[[float], Any]  # True once stop() is called (awaited in aio)
     _renew_once: Callable[[], Any]  # one extension; the wait before the next (None: stop)
 
@@ -128,7 +101,18 @@ class Renewer(WatchdogState):
         if not isinstance(lock, self._kinds):
             raise BadArgumentType(f"lock must be a {self._label}, not {type(lock).__name__}")
         self._lock = lock
-        self._every_s, self._max_total_s = check_renewal(lock.ttl_ms, every_ms, max_total_ms)
+        ttl_ms = lock.ttl_ms
+        every_ms = ttl_ms / 3 if every_ms is None else every_ms
+        interval = check_ms(every_ms, "every_ms")
+        if not 0 < interval < ttl_ms:
+            raise BadArgument(
+                f"every_ms must be > 0 and below the TTL ({ttl_ms} ms), got {every_ms!r}: "
+                "a renewal after the lease has run out comes too late"
+            )
+        self._every_s = interval / 1000.0
+        if max_total_ms is not None:
+            max_total_ms = check_ms(max_total_ms, "max_total_ms", positive=True) / 1000.0
+        self._max_total_s = max_total_ms
         self._stop, self._lost = self._event(), self._event()
         self._until: float | None = None
 
@@ -141,25 +125,20 @@ class Renewer(WatchdogState):
         self._runner = self._spawn()
         self._lock._allow(self._runner)  # the renewing thread or task may extend the lease
         self._until = None if self._max_total_s is None else time.monotonic() + self._max_total_s
-        self._launch()
-
-    def _spawn(self) -> Any:
-        raise NotImplementedError
-
-    def _launch(self) -> None:
-        pass
-
-    def _bound_passed(self) -> bool:
-        return self._until is not None and time.monotonic() >= self._until
+        if isinstance(self._runner, threading.Thread):  # a task starts when the caller awaits
+            self._runner.start()
 
     def _loop_calls(self) -> Calls:
         """Renew every ``every_ms`` (sooner after a Redis error) until stopped, lost or bounded."""
         wait = self._every_s
         while wait is not None and not (yield functools.partial(self._wait, wait)):
-            if self._bound_passed():
+            if self._until is not None and time.monotonic() >= self._until:
                 left_s = self._lock.validity_remaining_ms() / 1000.0
                 if not (yield functools.partial(self._wait, left_s)):
-                    self._fail(BOUND_REACHED)
+                    self._fail(
+                        "the watchdog stopped renewing after max_total_ms (its bound) "
+                        "and the lease ran out"
+                    )
                 return
             wait = yield self._renew_once
 
@@ -192,24 +171,19 @@ class Renewer(WatchdogState):
         yield self._lock.release
 
     def _exit_calls(self, exc: BaseException | None) -> Calls:
-        if exc is not None:
-            try:
-                yield from self._release_calls()
-            except Exception as error:
-                note_failed_release(exc, self._lock.key, error)
-        elif self._reported or not (self._lock.held or self._error is not None):
-            yield self.stop  # type: ignore[attr-defined]
-            if self._lock.held:
-                with contextlib.suppress(LockError):
-                    yield self._lock.release
-        else:
+        """Release; the body's exception wins, and a loss already told is not raised again."""
+        told = self._reported or not (self._lock.held or self._error is not None)
+        try:
             yield from self._release_calls()
+        except Exception as error:
+            if exc is not None:
+                note_failed_release(exc, self._lock.key, error)
+            elif not (told and isinstance(error, LockError)):
+                raise
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("running" if self.running else "stopped")  # type: ignore[attr-defined]
-        return (
-            f"<{self._repr_prefix}Watchdog {self._lock.key!r} {state}, {self._renewals} renewals>"
-        )
+        return f"<{self._repr_prefix}Watchdog {self._lock.key!r} {state}, {self.renewals} renewals>"
 
 
 class Watchdog(Renewer):
@@ -243,7 +217,6 @@ class Watchdog(Renewer):
         max_total_ms: float | None = None,
     ) -> None:
         self._init_watchdog(lock, every_ms, max_total_ms)
-        self._mutex = threading.Lock()
 
     @property
     def lost_event(self) -> threading.Event:
@@ -258,8 +231,6 @@ class Watchdog(Renewer):
     def stop(self) -> None:
         """Stop renewing, without releasing the lock; waits for an extension in flight."""
         self._stop.set()
-        with self._mutex:
-            pass
         if self._runner is not None and self._runner is not threading.current_thread():
             self._runner.join()
 
@@ -278,33 +249,22 @@ class Watchdog(Renewer):
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        drive(self._exit_calls(exc), call)
+    def __exit__(self, *exc_info: Any) -> None:
+        drive(self._exit_calls(exc_info[1]), call)
 
     def _spawn(self) -> threading.Thread:
         name = f"lockguide-watchdog:{self._lock.key}"
         return threading.Thread(target=self._run, name=name, daemon=True)
 
-    def _launch(self) -> None:
-        self._runner.start()
-
     def _wait(self, seconds: float) -> bool:
         return bool(self._stop.wait(seconds))
 
     def _renew_once(self) -> float | None:
-        with self._mutex:  # stop() waits for a renewal in flight
-            if self._stop.is_set():
-                return None
-            try:
-                self._lock.extend()
-            except self._handled as error:
-                return self._after(error)
-            return self._after(None)
+        try:
+            self._lock.extend()
+        except self._handled as error:
+            return self._after(error)
+        return self._after(None)
 
     def _run(self) -> None:
         try:

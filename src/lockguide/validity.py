@@ -1,7 +1,6 @@
 """The lock's time arithmetic, pure functions in milliseconds, used by the locks and the docs.
 
-A holder may act for ``ttl - elapsed - drift``: *elapsed* from before the first request,
-*drift* 1 % of the TTL for clock rates plus 2 ms for expiry granularity.
+A holder may act for ``ttl - elapsed - drift``, *elapsed* counted from before the first request.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Optimistic concurrency: a value and its version, changed only together (no lock).
-
-A writer reads the value *with its version*; a Lua script stores the new value and
-the **next** version in one ``HSET`` only if the version is still the one read.
+"""Optimistic concurrency, no lock: a value and its version, changed only together, by a
+Lua script that stores the new value and the **next** version only if the version is
+still the one the writer read.
 """
 
 from __future__ import annotations
@@ -92,7 +91,7 @@ class VersionedValue:
         retries: int = 5,
         backoff_ms: tuple[float, float] = (2.0, 100.0),
     ) -> Versioned:
-        """Read, apply ``change`` to the value, and compare-and-set; retry on conflict.
+        """Read, apply ``change``, compare-and-set, retried on conflict; returns what was written.
 
         Args:
             change: the new value from the current one (``None`` if never written); it
@@ -100,8 +99,6 @@ class VersionedValue:
             retries: attempts after a conflict (``0``: one attempt).
             backoff_ms: ``(base, cap)``: before retry *n* sleep a random 0 to
                 ``min(cap, base * 2**n)`` ms.
-
-        Returns the value written and its new version.
 
         Raises:
             VersionConflict: every attempt lost the race.

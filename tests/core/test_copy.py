@@ -88,9 +88,9 @@ def test_the_lua_files_the_guide_shows_are_the_scripts_the_code_runs() -> None:
     scripts = {
         "release.lua": RELEASE.source,
         "extend.lua": EXTEND.source,
+        "cas_version.lua": CAS_VERSION,
         "fenced_acquire.lua": FENCED_ACQUIRE.source,
         "fenced_write.lua": FENCED_WRITE.source,
-        "cas_version.lua": CAS_VERSION,
     }
     for name, source in scripts.items():  # the same code; the inline copy may skip comments
         assert lua_code(source) == lua_code((SRC / "scripts" / name).read_text("utf-8")), name
