@@ -47,10 +47,9 @@ def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.C
 
 
 class Kept:
-    """What the locks keep per pool: ``idle`` connections, taken without the pool's
-    bookkeeping (a BlockingConnectionPool, whose waiters must wake, and a Sentinel pool,
-    which finds the new master at checkout, get each back), and whether its last
-    request worked (``warm``)."""
+    """A pool's ``idle`` connections, taken without its bookkeeping (a BlockingConnectionPool
+    and a Sentinel pool get each back: a waiter wakes, a new master is found at checkout),
+    and whether its last request worked (``warm``)."""
 
     __slots__ = ("give_back", "idle", "warm")
 
@@ -85,14 +84,11 @@ def exchange(
     only: Iterable[int] | None = None,
     ready: dict[int, Any] | None = None,
 ) -> list[Any]:
-    """Send ``commands`` on a connection of each pool (or those in ``only``; ``ready``:
-    connections made already, or the errors), every request written before any reply
-    is read. Per pool: its replies within ``timeout_s`` of sending, error replies among
-    them, or the error that ended the request (``None``: not asked).
-
-    A connection whose reply did not come is closed, never read again; a kept one the
-    server closed meanwhile gets the commands once more, on a new one.
-    """
+    """Send ``commands`` on a connection of each pool (or those in ``only``), every request
+    written before any reply is read; per pool, its replies within ``timeout_s`` of sending
+    (error replies among them) or the error that ended it. ``ready``: connections made
+    already, or the errors. A kept connection the server closed meanwhile gets the commands
+    once more, on a new one; one whose reply did not come is closed, never read again."""
     n = len(pools)
     conns: list[Any] = [None] * n
     results: list[Any] = [None] * n

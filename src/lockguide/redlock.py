@@ -86,10 +86,9 @@ class FanOut:
 def _where(client: Any) -> str:
     """The server a client reaches (a Sentinel service by name), to refuse one twice."""
     pool = client.connection_pool
-    service = getattr(pool, "service_name", None)
-    if isinstance(service, str):
-        return f"sentinel service {service}"
     kwargs = pool.connection_kwargs
+    if isinstance(service := getattr(pool, "service_name", None), str):
+        return f"sentinel service {service}"
     if kwargs.get("server") is not None:  # an in-process server (fakeredis)
         return f"in-process server {id(kwargs['server'])}"
     if kwargs.get("path"):
@@ -404,7 +403,7 @@ class Redlock(RedlockSteps, Driven):
         lock is released everywhere.
 
         Raises:
-            NotOwned: not held by this object (``WrongOwner``: held for another thread).
+            NotOwned: as for :meth:`release`.
             ExtensionLimitReached: extended ``max_extensions`` times already (still held).
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
