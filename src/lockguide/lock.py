@@ -63,7 +63,7 @@ class Kept:
 _KEPT: weakref.WeakKeyDictionary[redis.ConnectionPool, Kept] = weakref.WeakKeyDictionary()
 
 
-def kept(pool: redis.ConnectionPool) -> Kept:
+def kept_for(pool: redis.ConnectionPool) -> Kept:
     return _KEPT.get(pool) or _KEPT.setdefault(pool, Kept(pool))
 
 
@@ -292,7 +292,7 @@ class Lock(Driven, ServerSteps):
 
     def _perform(self, effect: Send) -> Any:
         pool = self._pools[0] if self._pools else self._node_pool(effect)
-        (reply,) = exchange([pool], [kept(pool)], effect.commands, effect.timeout_s)
+        (reply,) = exchange([pool], [kept_for(pool)], effect.commands, effect.timeout_s)
         if isinstance(reply, rx.ConnectionError) and self._cluster:
             with contextlib.suppress(Exception):  # a master gone: the client re-learns the slots
                 self._client.exists(self._key)

@@ -1,8 +1,8 @@
 """``Redlock``: one lease held on a majority of N independent Redis masters.
 
 Each try sends ``SET key <value> NX PX <ttl>`` to every master at once, each reply awaited
-at most a per-node timeout; it wins with a majority and validity left, and anything else
-is deleted on **every** master before a random pause.
+at most a per-node timeout; it wins with a majority and validity left, anything else is
+deleted on **every** master before a random pause. Safe only under its timing assumptions.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from lockguide._core import (
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Driven, bounded_pool, exchange, kept
+from lockguide.lock import Driven, bounded_pool, exchange, kept_for
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -377,7 +377,7 @@ class Redlock(RedlockSteps, Driven):
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
         self._init_redlock(masters, args, *options)
-        self._kept = [kept(pool) for pool in self._pools]
+        self._kept = [kept_for(pool) for pool in self._pools]
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
