@@ -1,8 +1,7 @@
-"""``Lock``: a lease on one Redis instance, and the synchronous driver of its steps.
+"""``Lock``: a lease on one Redis instance, and the synchronous locks' requests.
 
-``SET key <random value> NX PX <ttl>`` takes it; a script that deletes the key only
-if it still holds this holder's value releases it; the TTL frees it if the holder
-crashes. The lease is timed on the lock's own clock from *before* the ``SET``.
+``SET key <random value> NX PX <ttl>`` takes it, timed from *before* the ``SET``; a
+compare-and-delete script releases it; the TTL frees it if the holder crashes.
 Copy this file with ``_core.py`` (redis-py 5+, Python 3.11+), no edits.
 """
 
@@ -10,10 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -48,81 +46,124 @@ def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.C
     return _bounded_pool(client, timeout_s, redis, **where)  # type: ignore[no-any-return]
 
 
-# Connections kept between requests, per pool, taken without the pool's per-checkout
-# bookkeeping. A BlockingConnectionPool gets every connection back, so that its waiters wake.
-_IDLE: weakref.WeakKeyDictionary[redis.ConnectionPool, list[Any]] = weakref.WeakKeyDictionary()
-_IDLE_LOCK = threading.Lock()
+class Kept:
+    """A pool's ``idle`` connections, taken without its bookkeeping (a BlockingConnectionPool
+    and a Sentinel pool get each back: a waiter wakes, a new master is found at checkout),
+    and whether its last request worked (``warm``)."""
+
+    __slots__ = ("give_back", "idle", "warm")
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.idle: list[Any] = []
+        self.warm = False
+        sentinel = "connection_pool" in pool.connection_kwargs
+        self.give_back = sentinel or isinstance(pool, redis.BlockingConnectionPool)
 
 
-def _take(pool: redis.ConnectionPool) -> tuple[Any, bool]:
-    """A kept connection to ``pool``'s server (and ``True``), or one from the pool."""
-    with _IDLE_LOCK:
-        idle = _IDLE.get(pool)
-        if idle:
-            return idle.pop(), True
-    return pool.get_connection(), False
+_KEPT: weakref.WeakKeyDictionary[redis.ConnectionPool, Kept] = weakref.WeakKeyDictionary()
 
 
-def _put(pool: redis.ConnectionPool, conn: Any) -> None:
-    if (
-        isinstance(pool, redis.BlockingConnectionPool)
-        or "connection_pool" in pool.connection_kwargs
-    ):
-        # (a Sentinel-managed connection finds the new master through its pool's checkout)
-        pool.release(conn)
-        return
-    with _IDLE_LOCK:
-        _IDLE.setdefault(pool, []).append(conn)
+def kept_for(pool: redis.ConnectionPool) -> Kept:
+    return _KEPT.get(pool) or _KEPT.setdefault(pool, Kept(pool))
 
 
-os.register_at_fork(after_in_child=_IDLE.clear)  # a child must not use its parent's sockets
+def _forget_parent() -> None:  # a forked child must not use its parent's sockets
+    for each in list(_KEPT.values()):
+        each.idle.clear()
+        each.warm = False
 
 
-def request(pool: redis.ConnectionPool, effect: Send) -> Any:
-    """Send ``effect``'s commands on one connection; the last reply, or the first error.
+os.register_at_fork(after_in_child=_forget_parent)
 
-    A connection whose reply did not come is closed (never read again); a kept one the
-    server closed meanwhile gets the commands once more on a new one.
-    """
-    conn, kept = _take(pool)
+
+def exchange(
+    pools: Sequence[Any],
+    kept: Sequence[Kept],
+    commands: tuple[tuple[Any, ...], ...],
+    timeout_s: float,
+    only: Iterable[int] | None = None,
+    ready: dict[int, Any] | None = None,
+) -> list[Any]:
+    """Send ``commands`` on a connection of each pool (or those in ``only``), every request
+    written before any reply is read; per pool, its replies within ``timeout_s`` of sending
+    (error replies among them) or the error that ended it. ``ready``: connections made
+    already, or the errors. A kept connection the server closed meanwhile gets the commands
+    once more, on a new one; one whose reply did not come is closed, never read again."""
+    n = len(pools)
+    conns: list[Any] = [None] * n
+    results: list[Any] = [None] * n
+    reused, due = [False] * n, [0.0] * n
+    packed: dict[tuple[str, str], Any] = {}  # the commands, encoded once per encoding
     try:
-        due = time.monotonic() + effect.timeout_s
-        conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
-        try:
-            replies = _read(conn, len(effect.commands), due)
-        except rx.ConnectionError as lost:
-            if not kept or isinstance(lost.__context__, rx.ResponseError):
-                raise  # a fresh connection failed, or the server answered (a demoted master)
-            conn.disconnect()
-            conn.send_packed_command(conn.pack_commands(effect.commands), check_health=False)
-            replies = _read(conn, len(effect.commands), due)
+        for i, got in (ready or {}).items():
+            conns[i], results[i] = (None, got) if isinstance(got, Exception) else (got, None)
+        targets = range(n) if only is None else only
+        for i in targets:
+            try:
+                if conns[i] is None and results[i] is None:
+                    try:
+                        conns[i], reused[i] = kept[i].idle.pop(), True
+                    except IndexError:
+                        conns[i] = pools[i].get_connection()
+                if conns[i] is not None:
+                    encoder = conns[i].encoder
+                    encoding = (encoder.encoding, encoder.encoding_errors)
+                    if encoding not in packed:
+                        packed[encoding] = conns[i].pack_commands(commands)
+                    conns[i].send_packed_command(packed[encoding], check_health=False)
+                    due[i] = time.monotonic() + timeout_s
+            except (rx.RedisError, OSError) as error:
+                results[i] = error
+        for i in targets:
+            if results[i] is None:
+                results[i] = lost = _replies(conns[i], due[i], commands, timeout_s)
+                if (
+                    reused[i]
+                    and isinstance(lost, rx.ConnectionError)
+                    and not isinstance(lost.__context__, rx.ResponseError)  # (not a demotion)
+                ):  # closed while it was kept (an idle timeout, a restart): once more
+                    results[i] = _replies(conns[i], None, commands, timeout_s)
+                kept[i].warm = not isinstance(results[i], rx.TimeoutError | rx.ConnectionError)
     except BaseException:
-        conn.disconnect()
+        for conn in conns:
+            if conn is not None:
+                conn.disconnect()  # a reply may still be on its way
         raise
     finally:
-        _put(pool, conn)
-    return server_reply(replies)
+        for i, conn in enumerate(conns):
+            if conn is not None and kept[i].give_back:
+                pools[i].release(conn)
+            elif conn is not None:
+                kept[i].idle.append(conn)
+    return results
 
 
-def _read(conn: Any, count: int, due: float) -> list[Any]:
-    """``count`` replies by ``due``, error replies among them."""
-    replies = []
-    for _ in range(count):
-        left = due - time.monotonic()
-        if left <= 0:
-            raise rx.TimeoutError("no reply within the time the request was given")
-        try:
-            replies.append(conn.read_response(timeout=left))
-        except rx.ResponseError as answered:  # an answer like any other: read on
-            replies.append(answered)
+def _replies(conn: Any, due: float | None, commands: tuple[Any, ...], timeout_s: float) -> Any:
+    """One connection's replies by ``due`` (``None``: send the commands again first)."""
+    replies: list[Any] = []
+    try:
+        if due is None:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            due = time.monotonic() + timeout_s
+        for _ in commands:
+            left = due - time.monotonic()  # after another server's wait, its reply may be here
+            if left <= 0 and not conn.can_read(timeout=0):
+                raise rx.TimeoutError(f"no reply within {timeout_s * 1000:g} ms")
+            try:  # fresh from sending, the socket's own timeout bounds the wait
+                if left > 0.9 * conn.socket_timeout:
+                    replies.append(conn.read_response())
+                else:
+                    replies.append(conn.read_response(timeout=max(left, 0)))
+            except rx.ResponseError as error:
+                replies.append(error)  # an answer like any other: keep reading
+    except (rx.RedisError, OSError) as error:
+        conn.disconnect()  # a reply may still come: never read it later
+        return error
     return replies
 
 
 class Lease(LeaseState):
     """``with`` for the synchronous locks: acquire on entry, release on the way out."""
-
-    def acquire(self, *, blocking: bool = True, timeout_ms: Any = UNSET) -> bool:
-        raise NotImplementedError
 
     def _acquire_for_with(self) -> None:
         drive(self._enter_calls(), call)
@@ -145,9 +186,7 @@ class Driven(Lease):
     """The synchronous driver of :class:`Lock`'s and ``Redlock``'s steps."""
 
     _pools: list[redis.ConnectionPool]
-
-    def _perform(self, effect: Any) -> Any:
-        raise NotImplementedError
+    _perform: Callable[[Any], Any]
 
     def _sleep_or_perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
@@ -246,20 +285,20 @@ class Lock(Driven, ServerSteps):
         """Give the held lock a fresh lease of ``ttl_ms`` (default: the TTL), from now.
 
         Raises:
-            NotOwned: not held by this object (``WrongOwner``: held for another thread).
+            NotOwned: as for :meth:`release`.
             LockLost: the key was gone or someone else's; the lock is no longer held.
         """
         self._drive(self._extend_steps(ttl_ms))
 
     def _perform(self, effect: Send) -> Any:
-        if self._pools:
-            return request(self._pools[0], effect)
-        try:
-            return request(self._node_pool(effect), effect)
-        except rx.ConnectionError:  # a master gone: the cluster client re-learns the slots
-            with contextlib.suppress(Exception):
+        pool = self._pools[0] if self._pools else self._node_pool(effect)
+        (reply,) = exchange([pool], [kept_for(pool)], effect.commands, effect.timeout_s)
+        if isinstance(reply, rx.ConnectionError) and self._cluster:
+            with contextlib.suppress(Exception):  # a master gone: the client re-learns the slots
                 self._client.exists(self._key)
-            raise
+        if isinstance(reply, BaseException):
+            raise reply
+        return server_reply(reply)
 
     def _node_pool(self, effect: Send) -> redis.ConnectionPool:
         """On a Cluster: the pool to the key's master, or to the node a redirect named."""

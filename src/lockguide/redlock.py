@@ -1,19 +1,17 @@
 """``Redlock``: one lease held on a majority of N independent Redis masters.
 
-Each try sends ``SET key <value> NX PX <ttl>`` to every master at once, each reply
-awaited at most a per-node timeout. It wins with a majority and validity left
-(``ttl - elapsed - drift``); anything else is deleted on **every** master before a
-random pause. Safe only under the algorithm's timing assumptions.
+Each try sends ``SET key <value> NX PX <ttl>`` to every master at once, each reply awaited
+at most a per-node timeout; it wins with a majority and validity left, anything else is
+deleted on **every** master before a random pause. Safe only under its timing assumptions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
-import threading
 import time
-import weakref
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,12 +38,13 @@ from lockguide._core import (
     Sleep,
     Steps,
     check_client,
+    check_count,
     check_ms,
     check_ttl_ms,
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Driven, _put, _take, bounded_pool
+from lockguide.lock import Driven, bounded_pool, exchange, kept_for
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -87,10 +86,9 @@ class FanOut:
 def _where(client: Any) -> str:
     """The server a client reaches (a Sentinel service by name), to refuse one twice."""
     pool = client.connection_pool
-    service = getattr(pool, "service_name", None)
-    if isinstance(service, str):
-        return f"sentinel service {service}"
     kwargs = pool.connection_kwargs
+    if isinstance(service := getattr(pool, "service_name", None), str):
+        return f"sentinel service {service}"
     if kwargs.get("server") is not None:  # an in-process server (fakeredis)
         return f"in-process server {id(kwargs['server'])}"
     if kwargs.get("path"):
@@ -128,37 +126,25 @@ class RedlockSteps(LeaseState):
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
-    _pool_for: Callable[[Any, float], Any]
-    _masters: tuple[Any, ...]
+    _pool_for: Callable[[Any, float], Any]  # the pool of the locks' own for a client
     _pools: list[Any]
-    _where: list[str]
-    _quorum: int
-    _node_timeout_ms: float
-    _timeout_s: float
     _max_extensions: int | None
-    _extensions: int
-    _released: int
     _last: Attempt | None
-    _uniform: Callable[[float, float], float]
-    _on_attempt: Callable[[Attempt], object] | None
     _timed_with = True  # NoQuorum says how long `with` waited
 
     def _init_redlock(self, masters: Any, lease: tuple[object, ...], *options: Any) -> None:
         """Check the masters and the options (before anything is sent) and set them up."""
-        name = f"{self._redis.__name__}.Redis"
-        if isinstance(masters, self._redis.Redis | str | bytes) or not isinstance(
-            masters, Collection
-        ):
+        if isinstance(masters, str | bytes) or not isinstance(masters, Collection):
+            if isinstance(masters, self._cluster_type):
+                raise _cluster_refused("masters")
             raise BadArgumentType(
-                f"masters must be a list of {name} clients, one per independent master, "
-                f"not {type(masters).__name__}"
+                f"masters must be a list of {self._redis.__name__}.Redis clients, one per "
+                f"independent master, not {type(masters).__name__}"
             )
-        for i, master in enumerate(masters):
-            if isinstance(master, self._cluster_type):
+        for i, master in enumerate(masters):  # (a Redis is no cluster: asked first, it is fast)
+            if not isinstance(master, self._redis.Redis) and isinstance(master, self._cluster_type):
                 raise _cluster_refused(f"masters[{i}]")
-        clients = tuple(
-            check_client(self._redis, m, f"masters[{i}]") for i, m in enumerate(masters)
-        )
+        clients = [check_client(self._redis, m, f"masters[{i}]") for i, m in enumerate(masters)]
         if not clients:
             raise BadArgument(
                 "masters must not be empty: Redlock needs independent Redis masters "
@@ -184,17 +170,13 @@ class RedlockSteps(LeaseState):
                 f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
                 "contenders that wait the same time retry in step and split the vote again"
             )
-        if max_extensions is None:
-            pass
-        elif isinstance(max_extensions, bool) or not isinstance(max_extensions, int):
-            raise BadArgumentType(f"max_extensions must be an int or None, not {max_extensions!r}")
-        elif max_extensions < 0:
-            raise BadArgument(f"max_extensions must be >= 0, got {max_extensions}")
+        if max_extensions is not None:
+            check_count(max_extensions, "max_extensions", hint=" or None")
         if rng is not None and not isinstance(rng, random.Random):
             raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
         if on_attempt is not None and not callable(on_attempt):
             raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
-        self._masters, self._where, self._quorum = clients, where, quorum(len(clients))
+        self._masters, self._where, self._quorum = tuple(clients), where, quorum(len(clients))
         self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
         self._pools = [self._pool_for(c, self._timeout_s) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
@@ -392,11 +374,10 @@ class Redlock(RedlockSteps, Driven):
         on_attempt: Callable[[Attempt], object] | None = None,
         owner: Owner = "thread",
     ) -> None:
-        if isinstance(masters, RedisCluster):
-            raise _cluster_refused("masters")
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
         self._init_redlock(masters, args, *options)
+        self._kept = [kept_for(pool) for pool in self._pools]
 
     @property
     def masters(self) -> tuple[redis.Redis, ...]:
@@ -422,7 +403,7 @@ class Redlock(RedlockSteps, Driven):
         lock is released everywhere.
 
         Raises:
-            NotOwned: not held by this object (``WrongOwner``: held for another thread).
+            NotOwned: as for :meth:`release`.
             ExtensionLimitReached: extended ``max_extensions`` times already (still held).
             LockLost: the lease ran out before (or while) extending.
             MajorityLost: fewer than a majority of masters still held the value.
@@ -430,125 +411,38 @@ class Redlock(RedlockSteps, Driven):
         return self._drive(self._extend_steps(ttl_ms))
 
     def _perform(self, effect: FanOut) -> list[Any]:
-        """Every request written before any reply is read; each master's reply, or its error.
-
-        Cold masters are connected to all at once (two frozen ones cost one node timeout);
-        a connection whose reply did not come is closed, never read again.
-        """
-        n = len(self._pools)
-        targets = range(n) if effect.only is None else effect.only
-        results: list[Any] = [None] * n
-        conns: list[Any] = [None] * n
-        due = [0.0] * n
-        kept = [False] * n
-        try:
-            cold = [i for i in targets if self._pools[i] not in _WARM]
-            if len(cold) > 1:
-                for i, got in zip(cold, _connect_all([self._pools[i] for i in cold]), strict=True):
-                    conns[i], results[i] = (
-                        (None, got) if isinstance(got, Exception) else (got, None)
-                    )
-            packed: dict[object, Any] = {}
-            for i in targets:
-                try:
-                    if conns[i] is None and results[i] is None:
-                        conns[i], kept[i] = _take(self._pools[i])
-                    if conns[i] is None:
-                        continue
-                    encoder = conns[i].encoder  # the commands are encoded once per encoding
-                    key = (encoder.encoding, encoder.encoding_errors)
-                    if key not in packed:
-                        packed[key] = conns[i].pack_commands(effect.commands)
-                    conns[i].send_packed_command(packed[key], check_health=False)
-                    due[i] = time.monotonic() + self._timeout_s
-                except (rx.RedisError, OSError) as error:
-                    results[i] = error
-            for i in targets:
-                if conns[i] is not None and results[i] is None:
-                    results[i] = _replies(conns[i], due[i], effect.commands, self._timeout_s)
-                    lost = results[i]
-                    if (
-                        kept[i]
-                        and isinstance(lost, rx.ConnectionError)
-                        and not isinstance(lost.__context__, rx.ResponseError)
-                    ):
-                        # closed while it was kept (an idle timeout, a restart): once more,
-                        # on a new connection; the lock commands can be repeated for one value
-                        results[i] = _resend(conns[i], effect.commands, self._timeout_s)
-                    if not isinstance(results[i], rx.TimeoutError | rx.ConnectionError):
-                        _WARM.add(self._pools[i])
-                    else:
-                        _WARM.discard(self._pools[i])
-        except BaseException:
-            for conn in conns:
-                if conn is not None:
-                    conn.disconnect()  # a reply may still be on its way
-            raise
-        finally:
-            for pool, conn in zip(self._pools, conns, strict=True):
-                if conn is not None:
-                    _put(pool, conn)
-        return results
+        """Each master's reply, or its error; cold masters are connected to all at once
+        (two frozen ones cost one node timeout)."""
+        targets = range(len(self._pools)) if effect.only is None else effect.only
+        cold = [i for i in targets if not self._kept[i].warm]
+        ready = None
+        if len(cold) > 1:
+            connecting = {i: _connector().submit(_connect, self._pools[i]) for i in cold}
+            ready = {i: future.result() for i, future in connecting.items()}
+        replies = exchange(
+            self._pools, self._kept, effect.commands, self._timeout_s, targets, ready
+        )
+        return [master_reply(r) if isinstance(r, list) else r for r in replies]
 
 
-# Pools that have had a connection work: the others are connected to all at once.
-_WARM: weakref.WeakSet[redis.ConnectionPool] = weakref.WeakSet()
-_CONNECTING: list[ThreadPoolExecutor] = []
-_CONNECTING_LOCK = threading.Lock()
+@functools.cache
+def _connector() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(8, thread_name_prefix="lockguide-connect")
 
 
-def _forget_threads() -> None:  # a forked child has its parent's executor, not its threads
-    _CONNECTING.clear()
-    _WARM.clear()
+os.register_at_fork(after_in_child=_connector.cache_clear)  # a child has none of its threads
 
 
-os.register_at_fork(after_in_child=_forget_threads)
-
-
-def _connect_all(pools: list[redis.ConnectionPool]) -> list[Any]:
-    """A connection from each pool (or the error for it), all connected at once."""
-    with _CONNECTING_LOCK:
-        if not _CONNECTING:
-            _CONNECTING.append(ThreadPoolExecutor(8, thread_name_prefix="lockguide-connect"))
-        executor = _CONNECTING[0]
-    futures = [executor.submit(pool.get_connection) for pool in pools]
-    results: list[Any] = []
-    for future in futures:
-        try:
-            results.append(future.result())
-        except (rx.RedisError, OSError) as error:
-            results.append(error)
-    return results
-
-
-def _resend(conn: Any, commands: tuple[tuple[Any, ...], ...], timeout_s: float) -> Any:
+def _connect(pool: redis.ConnectionPool) -> Any:
     try:
-        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+        return pool.get_connection()
     except (rx.RedisError, OSError) as error:
         return error
-    return _replies(conn, time.monotonic() + timeout_s, commands, timeout_s)
-
-
-def _replies(conn: Any, due: float, commands: tuple[Any, ...], timeout_s: float) -> Any:
-    """One master's last reply by ``due`` (or its first error reply), or the exception."""
-    replies: list[Any] = []
-    try:
-        for _ in commands:
-            left = due - time.monotonic()  # after another master's wait, its reply may be here
-            if left <= 0 and not conn.can_read(timeout=0):
-                raise rx.TimeoutError("no reply within node_timeout_ms")
-            try:  # fresh from sending, the socket's own timeout (the node timeout) bounds it
-                fresh = left > 0.9 * timeout_s
-                replies.append(conn.read_response() if fresh else conn.read_response(timeout=left))
-            except rx.ResponseError as error:
-                replies.append(error)  # an answer like any other: keep reading
-    except (rx.RedisError, OSError) as error:
-        conn.disconnect()  # a reply may still come: never read it later
-        return error
-    return master_reply(replies)
 
 
 def master_reply(replies: list[Any]) -> Any:
     """A master's answer: its last reply, or its first error reply unless the last is one."""
-    errors = [reply for reply in replies if isinstance(reply, rx.ResponseError)]
-    return errors[0] if errors and not isinstance(replies[-1], rx.ResponseError) else replies[-1]
+    last = replies[-1]
+    if len(replies) == 1 or isinstance(last, rx.ResponseError):
+        return last
+    return next((reply for reply in replies if isinstance(reply, rx.ResponseError)), last)
