@@ -11,7 +11,7 @@ import contextlib
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -81,7 +81,7 @@ def exchange(
     kept: Sequence[Kept],
     commands: tuple[tuple[Any, ...], ...],
     timeout_s: float,
-    only: Iterable[int] | None = None,
+    only: Sequence[int] | None = None,
     ready: dict[int, Any] | None = None,
 ) -> list[Any]:
     """Send ``commands`` on a connection of each pool (or those in ``only``), every request

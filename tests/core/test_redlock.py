@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
 from lockguide import (
     BadArgument,
@@ -488,6 +489,15 @@ def test_bad_input_is_refused_before_any_request(
     with pytest.raises(error, match=match):
         make(masters)
     assert sent == []
+
+
+def test_an_asyncio_redis_cluster_given_as_the_masters_is_refused_by_name() -> None:
+    """What the synchronous Redlock says of a RedisCluster (tests/core/test_deployments.py)."""
+    from lockguide import aio
+
+    cluster = redis.asyncio.RedisCluster(host="127.0.0.1", port=1)  # connects on first use
+    with pytest.raises(BadArgument, match="is a Redis Cluster, and its masters are not indep"):
+        aio.Redlock(cluster, KEY, ttl_ms=1_000)  # type: ignore[arg-type]
 
 
 def test_two_clients_for_one_server_are_the_same_master(backend: Backend) -> None:
