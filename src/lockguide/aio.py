@@ -30,7 +30,10 @@ _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled c
 
 
 def _pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
-    return core.bounded_pool(client, timeout_s, redis.asyncio)  # type: ignore[no-any-return]
+    pool: redis.asyncio.ConnectionPool = core.bounded_pool(client, timeout_s, redis.asyncio)
+    # the requests' own deadline bounds them, connecting included: no timer per read and write
+    pool.connection_kwargs["socket_timeout"] = None
+    return pool
 
 
 def _task() -> asyncio.Task[Any] | None:
@@ -95,6 +98,7 @@ async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
     try:
         for command in commands:  # all written before any reply is read
             await conn.send_command(*command, check_health=False)
+        await asyncio.sleep(0)  # a Redlock's other masters get theirs before a reply is read
         for _ in commands:
             try:
                 replies.append(await conn.read_response())
