@@ -8,29 +8,31 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Collection, Coroutine
-from typing import Any, Self, TypeVar
+from collections.abc import Awaitable, Callable, Collection, Coroutine
+from typing import Any, Self
 
 import redis.asyncio
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 
 from lockguide import _core as core
-from lockguide import fencing
-from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, Owner
+from lockguide import fencing, renewal
+from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, Owner, Steps, T
 from lockguide.fencing import Stored, WriteResult
 from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
-from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, FanOut, RedlockSteps, master_reply
-from lockguide.renewal import Renewer
+from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, RedlockSteps, master_reply
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
-T = TypeVar("T")
-_BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups outliving a cancelled caller
+#: Work outliving its caller (a cancelled acquire's clean-up, a late master), by lock.
+_BACKGROUND: dict[asyncio.Task[Any], object] = {}
 
 
 def _pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
-    return core.bounded_pool(client, timeout_s, redis.asyncio)  # type: ignore[no-any-return]
+    pool: redis.asyncio.ConnectionPool = core.bounded_pool(client, timeout_s, redis.asyncio)
+    # the requests' own deadline bounds them, connecting included: no timer per read and write
+    pool.connection_kwargs["socket_timeout"] = None
+    return pool
 
 
 def _task() -> asyncio.Task[Any] | None:
@@ -56,33 +58,9 @@ async def _finish(work: Coroutine[Any, Any, T]) -> T:
     return task.result()
 
 
-async def _quietly(work: Coroutine[Any, Any, Any]) -> None:
+async def _quietly(work: Awaitable[Any]) -> None:
     with contextlib.suppress(BaseException):  # a clean-up: the TTL ends what it cannot
         await work
-
-
-async def _await_calls(steps: core.Calls) -> None:
-    """Await each function ``steps`` yields, sending back its result or throwing its error."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration:
-            return
-        try:
-            reply, error = await call(), None
-        except BaseException as raised:
-            reply, error = None, raised
-
-
-async def _exchange(where: Any, commands: tuple[Any, ...], timeout_s: float) -> list[Any]:
-    """:func:`_talk`, within ``timeout_s`` (connecting included)."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await _talk(where, commands)
-    except TimeoutError:
-        raise rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms") from None
 
 
 async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
@@ -95,15 +73,15 @@ async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
     try:
         for command in commands:  # all written before any reply is read
             await conn.send_command(*command, check_health=False)
+        await asyncio.sleep(0)  # a Redlock's other masters get theirs before a reply is read
         for _ in commands:
             try:
                 replies.append(await conn.read_response())
             except rx.ResponseError as answered:  # an answer like any other: read on
                 replies.append(answered)
-    except BaseException:
-        await conn.disconnect(nowait=True)
-        raise
     finally:
+        if len(replies) < len(commands):  # interrupted: a reply may come later, never read it
+            await conn.disconnect(nowait=True)
         await where.release(conn) if pooled else where.release(conn)
     return replies
 
@@ -115,15 +93,12 @@ class AsyncLease(core.LeaseState):
 
     _owner_kinds = ("task", "process")
     _repr_prefix, _exit_checks_owner = "aio.", True
-    _calling: object = None
+    _calling: object = None  # while a step runs: the task that called the method
     _pools: list[redis.asyncio.ConnectionPool]
-    _pending: set[asyncio.Task[Any]]
+    _send: Callable[[Any], Awaitable[Any]]
 
     def _holder(self) -> object:
         return self._calling or _task()
-
-    async def _send(self, effect: Any) -> Any:
-        raise NotImplementedError
 
     def acquire(
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
@@ -140,10 +115,8 @@ class AsyncLease(core.LeaseState):
         return self._drive(self._owned_steps())
 
     def release(self) -> Coroutine[Any, Any, Any]:
-        """Release (as the sync lock does), finished even if the caller is cancelled meanwhile.
-
-        Raises what the sync ``release`` raises; ``redis.exceptions.TimeoutError``: no
-        answer, the lock stays held here: call again.
+        """Release as the sync lock does, finished even if the caller is cancelled meanwhile;
+        ``redis.exceptions.TimeoutError``: no answer, the lock stays held here: call again.
         """
         return self._drive(self._release_steps(), finish=True)  # type: ignore[attr-defined]
 
@@ -151,24 +124,24 @@ class AsyncLease(core.LeaseState):
         """Renew the held lease to ``ttl_ms`` (default: the TTL), as the sync lock does."""
         return self._drive(self._extend_steps(ttl_ms))  # type: ignore[attr-defined]
 
-    def _drive(self, steps: core.Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
+    def _drive(self, steps: Steps[T], *, finish: bool = False) -> Coroutine[Any, Any, T]:
+        caller = _task()
         if not finish:
-            return self._go(steps, _task())
-        self._calling = caller = _task()  # a release checks its owner now, in the caller
-        try:
-            effect = next(steps)
-        finally:
-            self._calling = None
-        return _finish(self._go(steps, caller, effect))
+            return self._go(steps, caller)
+        first = self._step(steps, caller, None, None)  # a release checks its owner now
+        return _finish(self._go(steps, caller, first))
 
-    def _step(self, steps: core.Steps[T], caller: object, reply: Any, error: Any) -> Any:
+    def _step(self, steps: Steps[T], caller: object, reply: Any, error: Any) -> Any:
         self._calling = caller  # the owner checks see the caller, not a wrapper task
         try:
             return steps.send(reply) if error is None else steps.throw(error)
         finally:
             self._calling = None
 
-    async def _go(self, steps: core.Steps[T], caller: object, effect: Any = None) -> T:
+    async def _go(self, steps: Steps[T], caller: object = None, effect: Any = None) -> T:
+        """Run ``steps`` for ``caller`` (from ``effect``, if given), Calls too; a cancellation
+        is thrown in, and the clean-up it starts runs in the background.
+        """
         reply: Any = None
         error: BaseException | None = None
         while True:
@@ -178,36 +151,36 @@ class AsyncLease(core.LeaseState):
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
             try:
-                if isinstance(effect, core.Sleep):
-                    await asyncio.sleep(effect.seconds)
-                    reply, error = None, None
-                else:
-                    reply, error = await self._send(effect), None
-            except asyncio.CancelledError as cancelled:  # the steps' clean-up: in the background
+                reply, error = await self._perform(effect), None
+            except asyncio.CancelledError as cancelled:
                 effect = self._step(steps, caller, None, cancelled)
                 task = asyncio.ensure_future(_quietly(self._go(steps, caller, effect)))
-                for tasks in (_BACKGROUND, self._pending):
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                _BACKGROUND[task] = self
+                task.add_done_callback(_BACKGROUND.pop)
                 raise cancelled from None
             except BaseException as raised:
                 reply, error = None, raised
             effect = None
 
+    def _perform(self, effect: Any) -> Awaitable[Any]:
+        if isinstance(effect, core.Sleep):
+            return asyncio.sleep(effect.seconds)
+        return effect() if callable(effect) else self._send(effect)  # a function: Calls
+
     async def aclose(self) -> None:
         """Finish this lock's clean-ups (a cancelled acquire's delete), then close its pools."""
-        while self._pending:
-            await asyncio.wait(set(self._pending))
+        while mine := [task for task, lock in _BACKGROUND.items() if lock is self]:
+            await asyncio.wait(mine)
         for pool in self._pools:
             await pool.disconnect(inuse_connections=False)
 
     async def __aenter__(self) -> Self:
-        await _await_calls(self._enter_calls())
+        await self._go(self._enter_calls(), _task())
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         """Release if this task still owns it (not if handed over); the body's exception wins."""
-        await _await_calls(self._exit_calls(exc_info[1]))
+        await self._go(self._exit_calls(exc_info[1]), _task())
 
 
 class Lock(AsyncLease, core.ServerSteps):
@@ -234,12 +207,15 @@ class Lock(AsyncLease, core.ServerSteps):
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         self._init_server(client, request_timeout_ms, *args)
-        self._pools = [] if self._cluster else [_pool(client, self._request_s)]  # type: ignore[arg-type]
-        self._pending = set()
+        self._pools = [] if self._cluster else [_pool(self._client, self._request_s)]
 
     async def _send(self, effect: core.Send) -> Any:
         where = await self._where(effect)
-        return core.server_reply(await _exchange(where, effect.commands, effect.timeout_s))
+        try:  # connecting included
+            async with asyncio.timeout(effect.timeout_s):
+                return core.server_reply(await _talk(where, effect.commands))
+        except TimeoutError:
+            raise rx.TimeoutError(f"no reply within {effect.timeout_s * 1000:.0f} ms") from None
 
     async def _where(self, effect: core.Send) -> Any:
         if self._pools:
@@ -325,14 +301,13 @@ class Redlock(RedlockSteps, AsyncLease):
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
         self._init_redlock(masters, args, *options)
-        self._pending = set()
 
     @property
     def masters(self) -> tuple[redis.asyncio.Redis, ...]:
         """The clients, one per master, in the order given."""
         return self._masters
 
-    async def _send(self, effect: FanOut) -> list[Any]:
+    async def _send(self, effect: Any) -> list[Any]:
         """Every master's reply (or error), each awaited at most the node timeout."""
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
@@ -348,14 +323,14 @@ class Redlock(RedlockSteps, AsyncLease):
         finally:
             for task in tasks.values():
                 if task.cancel():  # a late master's: it closes its connection, kept till then
-                    _BACKGROUND.add(task)
-                    task.add_done_callback(_BACKGROUND.discard)
+                    _BACKGROUND[task] = self
+                    task.add_done_callback(_BACKGROUND.pop)
         late = rx.TimeoutError(f"no reply within {self._node_timeout_ms:.0f} ms")
         replies = {i: t.result() if t in done else late for i, t in tasks.items()}
         return [replies.get(i) for i in range(len(self._pools))]
 
 
-class Watchdog(Renewer):
+class Watchdog(renewal.Renewer):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async :class:`Lock`,
     :class:`FencedLock` or :class:`Redlock` (``async with Watchdog(lock):`` acquires it).
     """
@@ -392,7 +367,7 @@ class Watchdog(Renewer):
 
     async def release(self) -> None:
         """Stop renewing, then release the lock (:meth:`lockguide.Watchdog.release`)."""
-        await _await_calls(self._release_calls())
+        await self._lock._go(self._release_calls())
 
     async def __aenter__(self) -> Self:
         if not self._lock.held:
@@ -402,15 +377,14 @@ class Watchdog(Renewer):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         """Stop renewing and release; the body's own exception always wins."""
-        await _await_calls(self._exit_calls(exc_info[1]))
+        await self._lock._go(self._exit_calls(exc_info[1]))
 
     def _spawn(self) -> asyncio.Task[None]:
         return asyncio.ensure_future(self._renew())
 
     async def _wait(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(seconds, 0.0)):
-                await self._stop.wait()
+            await asyncio.wait_for(self._stop.wait(), max(seconds, 0.0))
         return bool(self._stop.is_set())
 
     async def _renew_once(self) -> float | None:
@@ -422,6 +396,6 @@ class Watchdog(Renewer):
 
     async def _renew(self) -> None:
         try:
-            await _await_calls(self._loop_calls())
+            await self._lock._go(self._loop_calls())  # its lock's driver
         except Exception as error:  # never die silently
             self._fail(f"the watchdog task crashed: {error!r}")
