@@ -336,9 +336,7 @@ class Watchdog(renewal.Renewer):
     """
 
     _kinds, _label = (Lock, Redlock), "lockguide.aio Lock, FencedLock or Redlock"
-    _event, _repr_prefix, _say_why = asyncio.Event, "aio.", True
-    _handled = (core.NotOwned, core.ExtensionLimitReached, rx.RedisError, OSError)
-    _gone = (core.LockLost, core.ExtensionLimitReached)
+    _event, _repr_prefix = asyncio.Event, "aio."
 
     def __init__(
         self,
@@ -386,13 +384,6 @@ class Watchdog(renewal.Renewer):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), max(seconds, 0.0))
         return bool(self._stop.is_set())
-
-    async def _renew_once(self) -> float | None:
-        try:
-            await self._lock.extend()
-        except self._handled as error:
-            return self._after(error)
-        return self._after(None)
 
     async def _renew(self) -> None:
         try:

@@ -17,6 +17,7 @@ from lockguide._core import (
     BadArgument,
     BadArgumentType,
     Calls,
+    ExtensionLimitReached,
     LeaseState,
     LockError,
     LockLost,
@@ -75,9 +76,10 @@ class WatchdogState:
             "reached, or the process was paused and the watchdog with it)",
         )
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, cause: BaseException | None = None) -> None:
         if self._error is None:  # the first failure is the one reported
             self._error = RenewalFailed(self._lock.key, reason)
+            self._error.__cause__ = cause
         self._lost.set()
 
 
@@ -87,15 +89,11 @@ class Renewer(WatchdogState):
     _kinds: tuple[type[Any], ...]
     _label: str
     _event: Callable[[], Any]
-    _handled: tuple[type[BaseException], ...]  # what a renewal may raise and the loop decides
-    _gone: tuple[type[BaseException], ...] = (LockLost,)
-    _say_why = False  # a lost key's reason names the error
     _repr_prefix = ""
     _lock: Any
     _runner: Any = None
     _spawn: Callable[[], Any]  # the renewing thread (not started yet) or task
     _wait: Callable[[float], Any]  # True once stop() is called (awaited in aio)
-    _renew_once: Callable[[], Any]  # one extension; the wait before the next (None: stop)
 
     def _init_watchdog(self, lock: object, every_ms: object, max_total_ms: object) -> None:
         if not isinstance(lock, self._kinds):
@@ -140,24 +138,26 @@ class Renewer(WatchdogState):
                         "and the lease ran out"
                     )
                 return
-            wait = yield self._renew_once
+            try:
+                yield self._lock.extend
+            except (NotOwned, ExtensionLimitReached, RedisError, OSError) as error:
+                wait = self._after(error)
+            else:
+                self._renewals += 1
+                wait = self._every_s
 
-    def _after(self, error: BaseException | None) -> float | None:
+    def _after(self, error: BaseException) -> float | None:
         """The wait before the next renewal after one that raised ``error`` (``None``: stop)."""
-        if error is None:
-            self._renewals += 1
-            return self._every_s
-        if isinstance(error, self._gone):
-            why = f" ({error})" if self._say_why else ""
-            self._fail(f"the key was gone or held by another owner at renewal{why}")
-            return None
-        if isinstance(error, NotOwned):  # released (or re-acquired) by the holder
-            return None
-        left_ms = self._lock.validity_remaining_ms()
-        if left_ms <= 0:
-            self._fail(f"Redis did not answer ({error!r}) before the lease ran out")
-            return None
-        return min(self._every_s, left_ms / 4000.0)  # type: ignore[no-any-return]
+        if isinstance(error, LockLost):
+            self._fail("the key was gone or held by another owner at renewal", error)
+        elif isinstance(error, ExtensionLimitReached):
+            self._fail(f"the lock's max_extensions ({error.max_extensions}) was reached", error)
+        elif not isinstance(error, NotOwned):  # (NotOwned: released by the holder)
+            left_ms = self._lock.validity_remaining_ms()
+            if left_ms > 0:
+                return min(self._every_s, left_ms / 4000.0)  # type: ignore[no-any-return]
+            self._fail(f"Redis did not answer ({error!r}) before the lease ran out", error)
+        return None
 
     def _release_calls(self) -> Calls:
         yield self.stop  # type: ignore[attr-defined]
@@ -207,7 +207,6 @@ class Watchdog(Renewer):
     """
 
     _kinds, _label, _event = (Lock, Redlock), "Lock, FencedLock or Redlock", threading.Event
-    _handled = (NotOwned, RedisError)
 
     def __init__(
         self,
@@ -258,13 +257,6 @@ class Watchdog(Renewer):
 
     def _wait(self, seconds: float) -> bool:
         return bool(self._stop.wait(seconds))
-
-    def _renew_once(self) -> float | None:
-        try:
-            self._lock.extend()
-        except self._handled as error:
-            return self._after(error)
-        return self._after(None)
 
     def _run(self) -> None:
         try:

@@ -35,6 +35,7 @@ from lockguide import (
     AlreadyAcquired,
     BadArgument,
     BadArgumentType,
+    ExtensionLimitReached,
     LockLost,
     MajorityLost,
     MasterError,
@@ -590,6 +591,28 @@ def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> N
             dog.check()
         with pytest.raises(RenewalFailed):
             await dog.release()
+
+    run(main)
+
+
+def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(backend: Backend) -> None:
+    async def main() -> None:
+        masters = backend.async_masters()
+        lock = Redlock(masters, KEY, ttl_ms=300, node_timeout_ms=100, max_extensions=2)
+        dog = Watchdog(lock, every_ms=40)
+        await dog.__aenter__()
+        await asyncio.wait_for(dog.lost_event.wait(), 5.0)
+        assert dog.renewals == 2
+        error = dog.error
+        assert error is not None
+        assert isinstance(error.__cause__, ExtensionLimitReached)
+        assert "max_extensions (2)" in error.reason, error.reason
+        assert "crashed" not in error.reason
+        assert "gone" not in error.reason
+        with pytest.raises(RenewalFailed):
+            await dog.release()  # still held: deleted, then the failure raised
+        assert not any(m.exists(KEY) for m in backend.masters())
+        await lock.aclose()
 
     run(main)
 

@@ -18,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from lockguide import (
     BadArgument,
     BadArgumentType,
+    ExtensionLimitReached,
     FencedLock,
     Lock,
     LockLost,
@@ -302,3 +303,36 @@ def test_the_watchdog_renews_a_redlock_on_a_majority(backend: Backend, watch: Wa
         assert lock.validity_remaining_ms() > 0
         assert sum(m.get(KEY) == (lock.value or "").encode() for m in masters) >= 3
     assert not any(m.exists(KEY) for m in masters)
+
+
+def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(
+    backend: Backend, watch: Watch
+) -> None:
+    lock = Redlock(backend.masters(), KEY, ttl_ms=300, node_timeout_ms=100, max_extensions=2)
+    dog = watch(lock, every_ms=40)
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    assert dog.renewals == 2
+    error = dog.error
+    assert error is not None
+    assert isinstance(error.__cause__, ExtensionLimitReached)
+    assert "max_extensions (2)" in error.reason, error.reason
+    assert "crashed" not in error.reason
+    assert "gone" not in error.reason
+    with pytest.raises(RenewalFailed):
+        dog.release()  # still held: deleted, then the failure raised
+    assert not any(m.exists(KEY) for m in backend.masters())
+
+
+def test_an_os_error_from_a_renewal_is_retried_not_a_crash(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=150)
+    extend_fails(monkeypatch, lock, OSError, "network is unreachable")
+    dog = watch(lock, every_ms=40)
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    error = dog.error
+    assert error is not None
+    assert "did not answer" in error.reason, error.reason
+    assert isinstance(error.__cause__, OSError)
