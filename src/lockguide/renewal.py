@@ -128,7 +128,7 @@ class Renewer(WatchdogState):
 
     def _loop_calls(self) -> Calls:
         """Renew every ``every_ms`` (sooner after a Redis error) until stopped, lost or bounded."""
-        wait = self._every_s
+        wait: float | None = self._every_s
         while wait is not None and not (yield functools.partial(self._wait, wait)):
             if self._until is not None and time.monotonic() >= self._until:
                 left_s = self._lock.validity_remaining_ms() / 1000.0
