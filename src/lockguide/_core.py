@@ -280,22 +280,28 @@ _POOLS_LOCK = threading.Lock()
 def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
     """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
 
-    ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, each socket
-    operation bounded by ``timeout_s``, no redis-py retries: a resent ``SET NX`` finds its own key.
+    ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, no redis-py
+    retries (a resent ``SET NX`` finds its own key); each socket operation bounded by
+    ``timeout_s``, except in asyncio, where each request has a deadline, connecting included.
     """
     source, blocking, retry = client.connection_pool, flavour.BlockingConnectionPool, flavour.retry
+    where_key = (timeout_s, *where.items())
+    mine = _POOLS.get(source)
+    if mine is not None and (pool := mine.get(where_key)) is not None:
+        return pool
     with _POOLS_LOCK:
         mine = _POOLS.setdefault(source, {})
-        pool = mine.get((timeout_s, *where.items()))
+        pool = mine.get(where_key)
         if pool is None:
             settings = dict(source.connection_kwargs, retry=retry.Retry(NoBackoff(), 0), **where)
-            settings.update(socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+            read_s = timeout_s if flavour.__name__ == "redis" else None
+            settings.update(socket_timeout=read_s, socket_connect_timeout=timeout_s)
             settings.update(connection_class=source.connection_class, retry_on_error=[])
             settings["max_connections"] = source.max_connections
             if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
                 settings["timeout"] = source.timeout
             kind = blocking if isinstance(source, blocking) else flavour.ConnectionPool
-            pool = mine[(timeout_s, *where.items())] = kind(**settings)
+            pool = mine[where_key] = kind(**settings)
         return pool
 
 
@@ -488,6 +494,7 @@ class ServerSteps(LeaseState):
     _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
     _request_s: float
+    _pools: list[Any]
     _cluster: bool = False
     _uniform: Callable[[float, float], float]
 
@@ -497,6 +504,7 @@ class ServerSteps(LeaseState):
         self._init_lease(*lease)
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
         self._uniform = random.uniform
+        self._pools = [] if self._cluster else [bounded_pool(client, self._request_s, self._redis)]
 
     def __repr__(self) -> str:
         return self._describe(type(self).__name__)

@@ -28,13 +28,6 @@ __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock",
 _BACKGROUND: dict[asyncio.Task[Any], object] = {}
 
 
-def _pool(client: redis.asyncio.Redis, timeout_s: float) -> redis.asyncio.ConnectionPool:
-    pool: redis.asyncio.ConnectionPool = core.bounded_pool(client, timeout_s, redis.asyncio)
-    # the requests' own deadline bounds them, connecting included: no timer per read and write
-    pool.connection_kwargs["socket_timeout"] = None
-    return pool
-
-
 def _task() -> asyncio.Task[Any] | None:
     try:
         return asyncio.current_task()
@@ -207,7 +200,6 @@ class Lock(AsyncLease, core.ServerSteps):
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         self._init_server(client, request_timeout_ms, *args)
-        self._pools = [] if self._cluster else [_pool(self._client, self._request_s)]
 
     async def _send(self, effect: core.Send) -> Any:
         where = await self._where(effect)
@@ -279,7 +271,6 @@ class Redlock(RedlockSteps, AsyncLease):
     """
 
     _redis, _cluster_type = redis.asyncio, RedisCluster
-    _pool_for = staticmethod(_pool)
 
     def __init__(
         self,
@@ -301,11 +292,6 @@ class Redlock(RedlockSteps, AsyncLease):
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
         self._init_redlock(masters, args, *options)
-
-    @property
-    def masters(self) -> tuple[redis.asyncio.Redis, ...]:
-        """The clients, one per master, in the order given."""
-        return self._masters
 
     async def _send(self, effect: Any) -> list[Any]:
         """Every master's reply (or error), each awaited at most the node timeout."""

@@ -173,7 +173,7 @@ class FencedLock(Fenced, Lock):
         owner: Owner = "thread",
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_lock(client, request_timeout_ms, *args)
+        self._init_server(client, request_timeout_ms, *args)
         self._init_fence(counter_key)
 
 

@@ -29,21 +29,16 @@ from ._core import (
     Sleep,
     Steps,
     T,
+    bounded_pool,
     call,
     drive,
     server_reply,
 )
-from ._core import bounded_pool as _bounded_pool
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 #: How long one request waits for Redis when no ``request_timeout_ms`` is given.
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
-
-
-def bounded_pool(client: redis.Redis, timeout_s: float, **where: Any) -> redis.ConnectionPool:
-    """The locks' own pool to ``client``'s server, shared by every lock on it."""
-    return _bounded_pool(client, timeout_s, redis, **where)  # type: ignore[no-any-return]
 
 
 class Kept:
@@ -266,11 +261,7 @@ class Lock(Driven, ServerSteps):
         owner: Owner = "thread",
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_lock(client, request_timeout_ms, *args)
-
-    def _init_lock(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
-        self._init_server(client, request_timeout_ms, *lease)
-        self._pools = [] if self._cluster else [bounded_pool(client, self._request_s)]
+        self._init_server(client, request_timeout_ms, *args)
 
     def release(self) -> None:
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.
@@ -300,17 +291,17 @@ class Lock(Driven, ServerSteps):
             raise reply
         return server_reply(reply)
 
-    def _node_pool(self, effect: Send) -> redis.ConnectionPool:
+    def _node_pool(self, effect: Send) -> Any:
         """On a Cluster: the pool to the key's master, or to the node a redirect named."""
         cluster: Any = self._client
         if effect.refresh:  # after MOVED: the cluster client re-learns the slot map
             with contextlib.suppress(Exception):
                 cluster.exists(self._key)
-        node = cluster.get_node_from_key(self._key)
+        node, where = cluster.get_node_from_key(self._key), {}
         if effect.node is not None:
             host, port = effect.node
             named = cluster.get_node(host=host, port=port)
             if named is None:  # a node the client has not met yet: its address, same settings
-                return bounded_pool(node.redis_connection, self._request_s, host=host, port=port)
-            node = named
-        return bounded_pool(node.redis_connection, self._request_s)
+                where = {"host": host, "port": port}
+            node = named or node
+        return bounded_pool(node.redis_connection, self._request_s, redis, **where)

@@ -37,6 +37,7 @@ from lockguide._core import (
     Owner,
     Sleep,
     Steps,
+    bounded_pool,
     check_client,
     check_count,
     check_ms,
@@ -44,7 +45,7 @@ from lockguide._core import (
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Driven, bounded_pool, exchange, kept_for
+from lockguide.lock import Driven, exchange, kept_for
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -126,7 +127,6 @@ class RedlockSteps(LeaseState):
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
-    _pool_for: Callable[[Any, float], Any]  # the pool of the locks' own for a client
     _pools: list[Any]
     _max_extensions: int | None
     _last: Attempt | None
@@ -178,11 +178,16 @@ class RedlockSteps(LeaseState):
             raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
         self._masters, self._where, self._quorum = tuple(clients), where, quorum(len(clients))
         self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
-        self._pools = [self._pool_for(c, self._timeout_s) for c in clients]
+        self._pools = [bounded_pool(c, self._timeout_s, self._redis) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
         self._uniform = rng.uniform if rng is not None else random.uniform
         self._extensions = self._released = 0
         self._last = None
+
+    @property
+    def masters(self) -> tuple[Any, ...]:
+        """The clients, one per master, in the order given."""
+        return self._masters
 
     @property
     def quorum(self) -> int:
@@ -355,7 +360,6 @@ class Redlock(RedlockSteps, Driven):
     """
 
     _redis, _cluster_type = redis, RedisCluster
-    _pool_for = staticmethod(bounded_pool)
 
     def __init__(
         self,
@@ -378,11 +382,6 @@ class Redlock(RedlockSteps, Driven):
         options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
         self._init_redlock(masters, args, *options)
         self._kept = [kept_for(pool) for pool in self._pools]
-
-    @property
-    def masters(self) -> tuple[redis.Redis, ...]:
-        """The clients, one per master, in the order given."""
-        return self._masters
 
     def release(self) -> int:
         """Compare-and-delete on every master; how many deleted this holder's key.

@@ -252,6 +252,7 @@ def test_another_task_cannot_release_or_extend_the_holders_lock(kind: Kind) -> N
     async def main() -> None:
         lock = kind.make(ttl_ms=5_000)
         assert await lock.acquire(blocking=False)
+        held = kind.holding(lock.value)  # (a Redlock: a master slow to answer may lack it)
         seen: list[BaseException] = []
 
         async def intruder() -> None:
@@ -264,7 +265,7 @@ def test_another_task_cannot_release_or_extend_the_holders_lock(kind: Kind) -> N
         await asyncio.create_task(intruder())
         assert [type(e) for e in seen] == [AlreadyAcquired, WrongOwner, WrongOwner]
         assert "task" in str(seen[1])
-        assert kind.holding(lock.value) == len(kind.servers), "the holder's key is untouched"
+        assert kind.holding(lock.value) == held, "the holder's key is untouched"
         await lock.release()  # the holder itself still can
 
     run(main)
