@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 import itertools
 import os
 import time
@@ -31,6 +32,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+import lockguide
 from lockguide import (
     AlreadyAcquired,
     BadArgument,
@@ -1196,3 +1198,34 @@ def test_the_watchdog_renews_a_redlock_past_its_ttl(backend: Backend) -> None:
         await lock.aclose()
 
     run(main)
+
+
+# -- one set of defaults: the asyncio classes take the synchronous ones' arguments --------------
+
+
+@pytest.mark.parametrize(
+    ("sync", "aio"),
+    [
+        (lockguide.Lock, Lock),
+        (lockguide.FencedLock, FencedLock),
+        (lockguide.Redlock, Redlock),
+        (lockguide.Watchdog, Watchdog),
+        (lockguide.FencedStore, FencedStore),
+    ],
+    ids=lambda c: c.__name__,
+)
+def test_each_asyncio_class_takes_the_same_arguments_and_defaults(sync: type, aio: type) -> None:
+    """Written twice (the signatures), so compared here: a default changed on one side fails."""
+
+    def arguments(cls: type) -> dict[str, tuple[Any, Any]]:
+        params = inspect.signature(cls).parameters.values()
+        return {p.name: (p.kind, p.default) for p in params if p.name != "owner"}
+
+    mine = arguments(aio)
+    if any(kind is inspect.Parameter.VAR_KEYWORD for kind, _ in mine.values()):  # **options
+        mine = {k: v for k, v in mine.items() if v[0] is not inspect.Parameter.VAR_KEYWORD}
+        mine = arguments(Lock) | mine  # passed on to aio.Lock
+    assert mine == arguments(sync)
+    if "owner" in inspect.signature(sync).parameters:
+        taker = aio if "owner" in inspect.signature(aio).parameters else Lock
+        assert inspect.signature(taker).parameters["owner"].default == "task"
