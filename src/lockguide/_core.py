@@ -209,6 +209,8 @@ def check_key(key: object, name: str = "key") -> str:
 
 def _number(value: object, name: str, what: str, kind: Any = numbers.Real, tail: str = "") -> Any:
     """``value`` if it is a ``kind`` and not a ``bool``; else ``{name} must be {what}``."""
+    if type(value) is int or (type(value) is float and kind is numbers.Real):
+        return value  # the common case, without the abstract classes' slower check
     if isinstance(value, bool) or not isinstance(value, kind):
         raise BadArgumentType(f"{name} must be {what}, not {value!r}{tail}")
     return value

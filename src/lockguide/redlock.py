@@ -12,6 +12,7 @@ import functools
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -84,19 +85,25 @@ class FanOut:
     only: tuple[int, ...] | None = None
 
 
+_PLACES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # by pool
+
+
 def _where(client: Any) -> str:
     """The server a client reaches (a Sentinel service by name), to refuse one twice."""
     pool = client.connection_pool
-    kwargs = pool.connection_kwargs
-    if isinstance(service := getattr(pool, "service_name", None), str):
-        return f"sentinel service {service}"
-    if kwargs.get("server") is not None:  # an in-process server (fakeredis)
-        return f"in-process server {id(kwargs['server'])}"
-    if kwargs.get("path"):
-        return f"unix socket {kwargs['path']}"
-    host = str(kwargs.get("host", "localhost")).lower()
-    host = "localhost" if host in ("127.0.0.1", "::1") else host
-    return f"{host}:{kwargs.get('port', 6379)}"
+    if (place := _PLACES.get(pool)) is None:
+        kwargs = pool.connection_kwargs
+        host = str(kwargs.get("host", "localhost")).lower()
+        host = "localhost" if host in ("127.0.0.1", "::1") else host
+        place = f"{host}:{kwargs.get('port', 6379)}"
+        if kwargs.get("path"):
+            place = f"unix socket {kwargs['path']}"
+        if kwargs.get("server") is not None:  # an in-process server (fakeredis)
+            place = f"in-process server {id(kwargs['server'])}"
+        if isinstance(service := getattr(pool, "service_name", None), str):
+            place = f"sentinel service {service}"
+        _PLACES[pool] = place
+    return place
 
 
 def _cluster_refused(master: str) -> BadArgument:
