@@ -587,8 +587,9 @@ def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> N
         await dog.__aenter__()
         started = time.monotonic()
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
-        # It renews for 100 ms (two renewals at 40 and 80 ms), then lets the lease run out.
-        assert dog.renewals == 2
+        # It renews for 100 ms (renewals at 40 and 80 ms; the second may come after the bound
+        # on a busy machine), then lets the lease run out.
+        assert 1 <= dog.renewals <= 2, "renewals stop once max_total_ms has passed"
         assert time.monotonic() - started >= 0.2
         with pytest.raises(RenewalFailed, match="max_total_ms"):
             dog.check()
