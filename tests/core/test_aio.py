@@ -602,7 +602,7 @@ def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> N
 def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(backend: Backend) -> None:
     async def main() -> None:
         masters = backend.async_masters()
-        lock = Redlock(masters, KEY, ttl_ms=300, node_timeout_ms=100, max_extensions=2)
+        lock = Redlock(masters, KEY, ttl_ms=1_000, node_timeout_ms=250, max_extensions=2)
         dog = Watchdog(lock, every_ms=40)
         await dog.__aenter__()
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)

@@ -308,7 +308,7 @@ def test_the_watchdog_renews_a_redlock_on_a_majority(backend: Backend, watch: Wa
 def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(
     backend: Backend, watch: Watch
 ) -> None:
-    lock = Redlock(backend.masters(), KEY, ttl_ms=300, node_timeout_ms=100, max_extensions=2)
+    lock = Redlock(backend.masters(), KEY, ttl_ms=1_000, node_timeout_ms=250, max_extensions=2)
     dog = watch(lock, every_ms=40)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
