@@ -193,6 +193,24 @@ def test_the_new_rows_say_what_went_wrong(servers: list[Server]) -> None:
     assert "raised CancelledError" in cancel.summary
 
 
+def test_an_earlier_holders_late_release_is_not_taken_for_the_acquire(
+    servers: list[Server],
+) -> None:
+    """A correct Redlock whose release reaches master 0 only just before its next attempt
+    (pottery's, on a loaded machine): the retry row must still learn the acquire's ``SET``
+    and judge the pauses before it, not the release's round trip ("a fixed pause of
+    about 0 ms", as CI once read pottery)."""
+    report = audit_on(
+        f"{CONTROLS}:late_release_redlock", servers, backend="redis-server", checks=["retry"]
+    )
+    row = report.row("retry")
+    assert row.status is Status.PASS, row
+    # It sleeps 20 to 200 ms after releasing a failed attempt; what the audit adds (a
+    # link, a loaded machine) only lengthens a pause. A release taken for the acquire
+    # reads the release's own round trip instead: a few ms.
+    assert min(row.data["pauses_ms"]) >= 20, row
+
+
 def test_a_lock_that_cannot_start_gets_rows_that_say_why(servers: list[Server]) -> None:
     report = audit_on(f"{CONTROLS}:unimportable", servers, backend="redis-server")
     assert report.exit_code == 1  # a CI gate must not pass a lock that cannot even start

@@ -39,6 +39,10 @@ def resolve_factory(spec: str) -> AdapterFactory:
     return factory
 
 
+#: How long :meth:`AuditSession.settle` waits for a release's last requests.
+SETTLE_S = 1.0
+
+
 @dataclass(frozen=True)
 class LockKey:
     """One key the lock created on one server, with its value and TTL."""
@@ -221,10 +225,40 @@ class AuditSession:
         if not got:
             raise CheckError("could not acquire an uncontended lock")
         holder.release()
+        self.settle(keys)
         names = sorted({k.name for k in keys})
         if not names:
             raise NotRunnable("not applicable: the lock keeps no key on the servers")
         return names
+
+    def settle(self, keys: Sequence[LockKey], within_s: float = SETTLE_S) -> None:
+        """Wait until a release has reached every server it is going to reach.
+
+        A Redlock may return from its release once a majority answered and leave the
+        other masters' requests running (pottery does): on a loaded machine they pass the
+        links a while later, and a check that starts observing then would take one for
+        its own traffic (the retry row once learnt pottery's release script as its
+        acquire). Settled: each of ``keys`` is, with its value, either on every server it
+        was on or on none (a key that outlives a hold, a fencing counter, stays on all)."""
+        spread: dict[tuple[bytes, bytes | None], set[int]] = {}
+        for k in keys:
+            spread.setdefault((k.name, k.value), set()).add(k.server)
+        give_up = time.monotonic() + within_s
+        while True:
+            if all(
+                len({i for i in on if self._holds(i, name, value)}) in (0, len(on))
+                for (name, value), on in spread.items()
+            ):
+                return
+            if time.monotonic() > give_up:
+                return  # a lock that leaves keys behind: the checks say so themselves
+            time.sleep(0.002)
+
+    def _holds(self, server: int, name: bytes, value: bytes | None) -> bool:
+        """Whether ``server`` has ``name`` (with ``value``, for a string key)."""
+        if value is None:
+            return bool(self.admins[server].exists(name))
+        return bool(self.admins[server].get(name) == value)
 
     def acquire_matcher(
         self, links: Sequence[Link], adapter: Adapter, key: str, names: Sequence[bytes]
@@ -232,7 +266,11 @@ class AuditSession:
         """What the lock's acquire sends to take the key, learnt from one uncontended acquire
         through ``links``: a ``SET`` of one of ``names``, or (a lock that acquires with a
         script, as aioredlock does) that same script (same ``EVALSHA`` digest or ``EVAL``
-        text) on one of ``names``. The release script, another digest, is never matched."""
+        text) on one of ``names``. The release script, another digest, is never matched.
+
+        The command learnt is the first on master 0 that carries the value this acquire
+        wrote, not merely the first that names the key: an earlier holder's late release
+        names it too (see :meth:`settle`)."""
         wanted = set(names)
         seen: list[list[bytes]] = []
 
@@ -243,11 +281,14 @@ class AuditSession:
         links[0].observers.append(observe)
         try:
             holder = self.holder(adapter, key, 10_000)
-            if holder.acquire(0):
+            got, keys, _ = self.acquire_observed(holder)
+            if got:
                 holder.release()
+                self.settle(keys)
         finally:
             links[0].observers.remove(observe)
-        first = seen[0] if seen else [b"SET"]
+        written = {k.value for k in keys if k.name in wanted and k.value is not None}
+        first = next((c for c in seen if written & set(c[1:])), seen[0] if seen else [b"SET"])
         verb = first[0].upper()
         if verb == b"SET" or len(first) < 2:
             return lambda c: len(c) > 1 and c[0].upper() == b"SET" and c[1] in wanted
