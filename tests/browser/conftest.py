@@ -21,6 +21,7 @@ from tests.browser.harness import (
     SCREENSHOTS,
     Visit,
     chromium_executable,
+    chromium_installed,
     open_page,
     serve,
 )
@@ -54,14 +55,16 @@ class Screen:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def notebooks_executing(request: pytest.FixtureRequest, built_site: SiteBuild) -> Iterator[None]:
+def notebooks_executing(request: pytest.FixtureRequest) -> Iterator[None]:
     """Start executing the nav's notebooks (tests/browser/notebooks.py) in a child process
-    as the browser session begins, if a collected test reads their cells, so that the
-    result is ready when that test runs. After the build: never two kernels at once."""
+    as the browser session begins, if a collected test reads their cells (and Chromium is
+    there for it to run), so that the result is ready when that test runs. After the
+    site build: never two kernels at once."""
     wanted = any(
         "notebook_cells" in getattr(item, "fixturenames", ()) for item in request.session.items
     )
-    if wanted:
+    if wanted and chromium_installed():
+        request.getfixturevalue("built_site")
         start_executing([docs_dir() / nav.src for nav in nav_pages() if nav.is_notebook])
     yield
     stop_executing()

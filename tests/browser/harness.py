@@ -76,10 +76,14 @@ ANSWER_POLL_MS = 10
 MERMAID_SETTLED = "() => document.querySelectorAll('pre.mermaid').length === 0"
 
 
+def chromium_installed() -> bool:
+    return os.access(os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM), os.X_OK)
+
+
 def chromium_executable() -> str:
     """Path of the Chromium to drive; skips (or fails when required) if it is missing."""
     path = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
-    if os.access(path, os.X_OK):
+    if chromium_installed():
         return path
     reason = (
         f"Chromium is not installed at {path}, so the browser suite cannot run "
