@@ -9,7 +9,8 @@ each page open once visited (several checks read the same page), and ``phone`` i
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
@@ -20,10 +21,12 @@ from tests.browser.harness import (
     SCREENSHOTS,
     Visit,
     chromium_executable,
+    chromium_installed,
     open_page,
     serve,
 )
-from tests.browser.nav import NavPage
+from tests.browser.nav import NavPage, docs_dir, nav_pages
+from tests.browser.notebooks import CodeCell, expected_cells, start_executing, stop_executing
 from tests.sitebuild import SiteBuild
 
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
@@ -46,8 +49,31 @@ class Screen:
         return self._visits[nav.url]
 
     def fresh(self, nav: NavPage) -> Page:
-        """The page in a new tab of its own (for checks that click and type)."""
-        return open_page(self.context, self.base_url, nav).page
+        """The page in a new tab of its own (for checks that click and type, or read the
+        page as it loads); no check reads its requests, so it waits for no quiet time."""
+        return open_page(self.context, self.base_url, nav, network_idle=False).page
+
+
+@pytest.fixture(scope="session", autouse=True)
+def notebooks_executing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start executing the nav's notebooks (tests/browser/notebooks.py) in a child process
+    as the browser session begins, if a collected test reads their cells (and Chromium is
+    there for it to run), so that the result is ready when that test runs. After the
+    site build: never two kernels at once."""
+    wanted = any(
+        "notebook_cells" in getattr(item, "fixturenames", ()) for item in request.session.items
+    )
+    if wanted and chromium_installed():
+        request.getfixturevalue("built_site")
+        start_executing([docs_dir() / nav.src for nav in nav_pages() if nav.is_notebook])
+    yield
+    stop_executing()
+
+
+@pytest.fixture(scope="session")
+def notebook_cells() -> Callable[[Path], tuple[CodeCell, ...]]:
+    """``expected_cells``: what each code cell of a notebook shows when run."""
+    return expected_cells
 
 
 @pytest.fixture(scope="session")

@@ -68,15 +68,22 @@ OPEN_SHADOW_ROOTS = """
 })();
 """
 
+# How often ``wait_for_answers`` looks whether the page's requests are all answered.
+ANSWER_POLL_MS = 10
+
 # True once Material has replaced every Mermaid source block (<pre class="mermaid">)
 # by a rendered diagram. A block whose source Mermaid cannot parse stays a <pre>.
 MERMAID_SETTLED = "() => document.querySelectorAll('pre.mermaid').length === 0"
 
 
+def chromium_installed() -> bool:
+    return os.access(os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM), os.X_OK)
+
+
 def chromium_executable() -> str:
     """Path of the Chromium to drive; skips (or fails when required) if it is missing."""
     path = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
-    if os.access(path, os.X_OK):
+    if chromium_installed():
         return path
     reason = (
         f"Chromium is not installed at {path}, so the browser suite cannot run "
@@ -165,10 +172,19 @@ def same_origin(url: str, base_url: str) -> bool:
     return (a.scheme, a.netloc) == (b.scheme, b.netloc)
 
 
-def open_page(context: BrowserContext, base_url: str, nav: NavPage) -> Visit:
-    """Open ``nav`` in a new tab, wait until it has settled, and return the record."""
+def open_page(
+    context: BrowserContext, base_url: str, nav: NavPage, *, network_idle: bool = True
+) -> Visit:
+    """Open ``nav`` in a new tab, wait until it has settled, and return the record.
+
+    Settled: loaded, every diagram drawn, and the network quiet. With ``network_idle``
+    (for checks that read what the page requested) that is Playwright's ``networkidle``,
+    500 ms without a request; without it, until each request the page has started is
+    answered (for checks of the page itself, which need no quiet half-second each).
+    """
     page = context.new_page()
     visit = Visit(nav=nav, url=base_url + nav.url, page=page)
+    pending: set[Request] = set()
 
     def guard(route: Route) -> None:
         url = route.request.url
@@ -197,15 +213,30 @@ def open_page(context: BrowserContext, base_url: str, nav: NavPage) -> Visit:
     page.route("**/*", guard)
     page.on("console", on_console)
     page.on("pageerror", lambda error: visit.page_errors.append(str(error)))
+    page.on("request", lambda request: pending.add(request))
     page.on("requestfailed", on_failed)
     page.on("requestfinished", on_finished)
+    page.on("requestfailed", lambda request: pending.discard(request))
+    page.on("requestfinished", lambda request: pending.discard(request))
 
     response = page.goto(visit.url, wait_until="load")
     if response is None or response.status != 200:
         visit.failed_requests.append(f"{visit.url}: {response.status if response else 'none'}")
-    page.wait_for_load_state("networkidle")
+    if network_idle:
+        page.wait_for_load_state("networkidle")
+    else:
+        wait_for_answers(page, pending)
     settle_mermaid(page)
     return visit
+
+
+def wait_for_answers(page: Page, pending: set[Request], timeout_ms: float = 15_000) -> None:
+    """Wait until ``pending`` (kept by the page's request events) is empty."""
+    for _ in range(int(timeout_ms / ANSWER_POLL_MS)):
+        if not pending:
+            return
+        page.wait_for_timeout(ANSWER_POLL_MS)  # lets Playwright deliver the next events
+    raise AssertionError(f"{page.url}: requests unanswered after {timeout_ms} ms: {pending}")
 
 
 def settle_mermaid(page: Page, timeout_ms: float = 10_000) -> bool:

@@ -9,6 +9,8 @@ calculator) skip with the reason until they land, and then run.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -18,10 +20,12 @@ from lockguide.validity import judge
 from tests.browser.conftest import Screen
 from tests.browser.harness import SCREENSHOTS, first_number, pdf_page_count
 from tests.browser.nav import NavPage, docs_dir, nav_page_for, nav_pages, page_url
-from tests.browser.notebooks import expected_cells
+from tests.browser.notebooks import CodeCell
 from tests.sitebuild import SiteBuild
 
 pytestmark = pytest.mark.browser
+
+NotebookCells = Callable[[Path], tuple[CodeCell, ...]]
 
 PAGES = nav_pages()
 NOTEBOOK_PAGES = [p for p in PAGES if p.is_notebook]
@@ -105,8 +109,10 @@ NOTEBOOK_CELLS = """
 
 
 @pytest.mark.parametrize("nav", NOTEBOOK_PAGES, ids=str)
-def test_notebook_page_shows_the_outputs_of_its_cells(nav: NavPage, desktop: Screen) -> None:
-    cells = expected_cells(docs_dir() / nav.src)
+def test_notebook_page_shows_the_outputs_of_its_cells(
+    nav: NavPage, desktop: Screen, notebook_cells: NotebookCells
+) -> None:
+    cells = notebook_cells(docs_dir() / nav.src)
     assert any(c.has_output for c in cells), f"{nav.src}: no cell prints or draws anything"
     shown = desktop.visit(nav).page.evaluate(
         NOTEBOOK_CELLS, [{"id": c.cell_id, "index": c.index} for c in cells]
@@ -134,11 +140,13 @@ def clipboard_after_click(page: Page, button: Locator) -> str:
     """Empty the clipboard, click ``button``, and return what the clipboard then holds."""
     page.evaluate("navigator.clipboard.writeText('')")
     button.click()
-    page.wait_for_function(
-        "async () => (await navigator.clipboard.readText()) !== ''", timeout=5_000
+    # Waits until the clipboard is written, and returns what it then holds.
+    written = page.wait_for_function(
+        "async () => { const text = await navigator.clipboard.readText(); "
+        "return text !== '' && text; }",
+        timeout=5_000,
     )
-    text: str = page.evaluate("navigator.clipboard.readText()")
-    return text
+    return str(written.json_value())
 
 
 def same_code(a: str, b: str) -> bool:
@@ -197,9 +205,10 @@ def check_markdown_code_blocks(nav: NavPage, page: Page) -> tuple[int, list[str]
     return blocks, failures
 
 
-def check_notebook_cells(nav: NavPage, page: Page) -> tuple[int, list[str]]:
+def check_notebook_cells(
+    nav: NavPage, page: Page, cells: tuple[CodeCell, ...]
+) -> tuple[int, list[str]]:
     failures = []
-    cells = expected_cells(docs_dir() / nav.src)
     for cell in cells:
         where = f'[id="cell-id={cell.cell_id}"]' if cell.cell_id else ".jp-CodeCell"
         element = page.locator(where).nth(0 if cell.cell_id else cell.index)
@@ -214,13 +223,17 @@ def check_notebook_cells(nav: NavPage, page: Page) -> tuple[int, list[str]]:
     return len(cells), failures
 
 
-def test_code_blocks_copy_exactly_their_code_to_the_clipboard(desktop: Screen) -> None:
+def test_code_blocks_copy_exactly_their_code_to_the_clipboard(
+    desktop: Screen, notebook_cells: NotebookCells
+) -> None:
     checked, failures = 0, []
     for nav in PAGES:
         page = desktop.visit(nav).page
         page.bring_to_front()  # the clipboard answers the focused tab only
-        check = check_notebook_cells if nav.is_notebook else check_markdown_code_blocks
-        blocks, problems = check(nav, page)
+        if nav.is_notebook:
+            blocks, problems = check_notebook_cells(nav, page, notebook_cells(docs_dir() / nav.src))
+        else:
+            blocks, problems = check_markdown_code_blocks(nav, page)
         checked += blocks
         failures += problems
     assert checked, "no code block anywhere on the site"
