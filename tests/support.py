@@ -25,6 +25,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from lockguide import ExtensionLimitReached
 from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
 from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from lockguide_lab.testbed.link import RespRequests
@@ -516,3 +517,14 @@ def enable_tls(server: RedisServer, cert: Path, key: Path) -> int:
         admin.config_set("tls-auth-clients", "no")
         admin.config_set("tls-port", port)
     return int(port)
+
+
+def assert_the_limit_was_reported(dog: Any, limit: int) -> None:
+    """A watchdog (sync or aio) over a Redlock at ``max_extensions`` said so, and only so."""
+    assert dog.renewals == limit
+    error = dog.error
+    assert error is not None
+    assert isinstance(error.__cause__, ExtensionLimitReached)
+    assert f"max_extensions ({limit})" in error.reason, error.reason
+    assert "crashed" not in error.reason
+    assert "gone" not in error.reason
