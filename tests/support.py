@@ -344,6 +344,7 @@ def record_requests(
     lose: str | None = None,
     raising: type[BaseException] = redis.exceptions.TimeoutError,
     refuse_once: str | None = None,
+    refusals: int = 1,
 ) -> list[Any]:
     """Every command these clients (and locks made on them afterwards) send.
 
@@ -354,12 +355,12 @@ def record_requests(
     naming ``lose`` (a command name, or a script's SHA1) reaches Redis and runs,
     but its reply is lost: the caller sees ``raising`` (a ``TimeoutError``, or a
     ``KeyboardInterrupt`` for Ctrl-C while the reply is awaited). With
-    ``refuse_once``, the first command naming it on each client never leaves:
+    ``refuse_once``, the first (``refusals``) commands naming it on each client never leave:
     sending it raises ``ConnectionError`` (a server that cannot be reached).
     Call it before making the locks.
     """
     seen: list[Any] = []
-    refused: set[int] = set()
+    refused: dict[int, int] = {}
     for client in clients:
         base: type[Any] = client.connection_pool.connection_class
 
@@ -371,8 +372,8 @@ def record_requests(
                 data = command if isinstance(command, bytes) else b"".join(command)
                 sent = [tuple(a.decode() for a in args) for args in RespRequests().feed(data)]
                 words = [word for args in sent for word in args]
-                if refuse_once in words and self.server not in refused:
-                    refused.add(self.server)
+                if refuse_once in words and refused.get(self.server, 0) < refusals:
+                    refused[self.server] = refused.get(self.server, 0) + 1
                     raise redis.exceptions.ConnectionError("the server could not be reached")
                 seen.extend(sent)
                 self.lose_reply = lose is not None and lose in words
@@ -415,6 +416,7 @@ def record_async_requests(
     *,
     hang: str | None = None,
     refuse_once: str | None = None,
+    refusals: int = 1,
 ) -> list[Any]:
     """:func:`record_requests` for ``redis.asyncio`` clients (and locks made on them afterwards).
 
@@ -422,11 +424,11 @@ def record_async_requests(
     (``("reply", i)``) is recorded, ``i`` being the client's index. With
     ``hang``, a command naming ``hang`` reaches Redis and runs, but its reply
     never comes: the read waits until it is cancelled (or times out), and the
-    connection is closed then, as redis-py does. With ``refuse_once``, the first
-    command naming it on each client never leaves: ``ConnectionError``.
+    connection is closed then, as redis-py does. With ``refuse_once``, the first (``refusals``)
+    commands naming it on each client never leave: ``ConnectionError``.
     """
     seen: list[Any] = []
-    refused: set[int] = set()
+    refused: dict[int, int] = {}
     for index, client in enumerate(clients):
         base: type[Any] = client.connection_pool.connection_class
 
@@ -441,8 +443,8 @@ def record_async_requests(
 
             async def send_command(self, *args: Any, **kwargs: Any) -> None:
                 words = [str(a) for a in args]
-                if refuse_once in words and self.server not in refused:
-                    refused.add(self.server)
+                if refuse_once in words and refused.get(self.server, 0) < refusals:
+                    refused[self.server] = refused.get(self.server, 0) + 1
                     raise redis.exceptions.ConnectionError("the server could not be reached")
                 seen.append(("send", self.server, args))
                 self.hanging = hang is not None and hang in words

@@ -280,30 +280,36 @@ _POOLS_LOCK = threading.Lock()
 
 
 def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
-    """The locks' own pool to ``client``'s server (or ``where``: host, port), made once.
+    """The locks' own pool to ``client``'s server (or ``where``: host, port), one per client pool.
 
     ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, no redis-py
-    retries (a resent ``SET NX`` finds its own key); each socket operation bounded by
-    ``timeout_s``, except in asyncio, where each request has a deadline, connecting included.
+    retries (a resent ``SET NX`` finds its own key); connecting bounded by the shortest
+    ``timeout_s`` asked for (in sync also the socket's), each request by its own deadline.
     """
     source, blocking, retry = client.connection_pool, flavour.BlockingConnectionPool, flavour.retry
-    where_key = (timeout_s, *where.items())
+    where_key = tuple(where.items())
     mine = _POOLS.get(source)
-    if mine is not None and (pool := mine.get(where_key)) is not None:
+    pool = None if mine is None else mine.get(where_key)
+    if pool is not None and pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
         return pool
     with _POOLS_LOCK:
         mine = _POOLS.setdefault(source, {})
         pool = mine.get(where_key)
+        read_s = timeout_s if flavour.__name__ == "redis" else None
         if pool is None:
             settings = dict(source.connection_kwargs, retry=retry.Retry(NoBackoff(), 0), **where)
-            read_s = timeout_s if flavour.__name__ == "redis" else None
-            settings.update(socket_timeout=read_s, socket_connect_timeout=timeout_s)
             settings.update(connection_class=source.connection_class, retry_on_error=[])
             settings["max_connections"] = source.max_connections
             if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
                 settings["timeout"] = source.timeout
             kind = blocking if isinstance(source, blocking) else flavour.ConnectionPool
             pool = mine[where_key] = kind(**settings)
+        elif pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
+            return pool
+        # One pool for every lock on this client, so the client's limit bounds them together.
+        # A new connection's handshake waits at most the shortest request timeout asked for;
+        # each read has its own deadline (the time its request has left).
+        pool.connection_kwargs.update(socket_timeout=read_s, socket_connect_timeout=timeout_s)
         return pool
 
 
@@ -356,6 +362,7 @@ class LeaseState:
         self._owner = owner  # type: ignore[assignment]
         self._value, self._deadline, self._pid, self._owners = None, 0.0, 0, []
         self._last_error = None
+        self._unanswered: str | None = None  # the value of a release whose reply was lost
 
     def _usable_for(self, ttl_ms: int) -> float:
         factor, floor = self._drift
@@ -399,9 +406,10 @@ class LeaseState:
         return max(0.0, (self._deadline - self._clock()) * 1000.0)
 
     def hand_over(self, to: object) -> None:
-        """Let ``to`` (a ``threading.Thread`` or ``asyncio.Task``) alone release or extend it."""
+        """Make ``to`` (a ``threading.Thread`` or ``asyncio.Task``) the owner: it alone may
+        release or extend it, with the watchdogs renewing it; leaving ``with`` leaves it held."""
         self._check_owner("hand over")
-        self._owners = [to]
+        self._owners = [to, *self._owners[1:]]  # [the owner, then the watchdogs let in]
 
     def _holder(self) -> object:
         return threading.current_thread()
@@ -459,7 +467,6 @@ class LeaseState:
 
     _repr_prefix = ""  # "aio." in lockguide.aio
     _timed_with = False  # whether `with` reads the clock before acquiring
-    _exit_checks_owner = False
 
     def _describe(self, name: str, fields: str = "") -> str:
         state = "held" if self.held else "not held"
@@ -473,9 +480,9 @@ class LeaseState:
 
     def _exit_calls(self, exc: BaseException | None) -> Calls:
         """Leaving ``with``: release if still held; the body's own exception wins."""
-        owners = self._owners if self._exit_checks_owner else []
+        owners = self._owners
         if not self.held or (owners and not any(o is self._holder() for o in owners)):
-            return  # (in aio: nor a lock the block handed over)
+            return  # nor a lock the block handed over: its new owner releases it
         try:
             yield self.release
         except Exception as error:
@@ -576,9 +583,26 @@ class ServerSteps(LeaseState):
                 yield from self._script(RELEASE, timeout_s, value)
 
     def _release_steps(self) -> Steps[None]:
-        """Compare-and-delete. If Redis does not answer, the lock stays held: call again."""
+        """Compare-and-delete. If Redis does not answer, the lock stays held: call again.
+
+        A release whose reply was lost (the connection broke after the request left) may have
+        deleted the key: it is asked once more, on a new connection (a compare-and-delete
+        cannot touch another holder's key). A key then found *absent* while the lease was
+        still valid here was deleted by the unanswered request; one held by another value
+        was lost (:class:`LockLost`).
+        """
         value = self._check_owner("release")
-        deleted = yield from self._script(RELEASE, self._request_s, value)
+        try:
+            deleted = yield from self._script(RELEASE, self._request_s, value)
+        except rx.ConnectionError:
+            self._unanswered = value
+            deleted = yield from self._script(RELEASE, self._request_s, value)
+        except rx.TimeoutError:
+            self._unanswered = value  # the caller may call again
+            raise
+        if deleted != 1 and self._unanswered == value and self._clock() < self._deadline:
+            deleted = 0 if (yield from self._script(None, self._request_s, "EXISTS")) else 1
+        self._unanswered = None
         self._forget(value)
         if deleted != 1:
             raise LockLost(self._key, "release")

@@ -85,7 +85,7 @@ class AsyncLease(core.LeaseState):
     """
 
     _owner_kinds = ("task", "process")
-    _repr_prefix, _exit_checks_owner = "aio.", True
+    _repr_prefix = "aio."
     _calling: object = None  # while a step runs: the task that called the method
     _pools: list[redis.asyncio.ConnectionPool]
     _send: Callable[[Any], Awaitable[Any]]
@@ -303,15 +303,16 @@ class Redlock(RedlockSteps, AsyncLease):
                 return error
 
         only = range(len(self._pools)) if effect.only is None else effect.only
+        timeout_s = self._timeout_s if effect.timeout_s is None else effect.timeout_s
         tasks = {i: asyncio.ensure_future(one(self._pools[i])) for i in only}
         try:  # one timer for all: every request starts now
-            done, _ = await asyncio.wait(tasks.values(), timeout=self._timeout_s)
+            done, _ = await asyncio.wait(tasks.values(), timeout=timeout_s)
         finally:
             for task in tasks.values():
                 if task.cancel():  # a late master's: it closes its connection, kept till then
                     _BACKGROUND[task] = self
                     task.add_done_callback(_BACKGROUND.pop)
-        late = rx.TimeoutError(f"no reply within {self._node_timeout_ms:.0f} ms")
+        late = rx.TimeoutError(f"no reply within {timeout_s * 1000:.0f} ms")
         replies = {i: t.result() if t in done else late for i, t in tasks.items()}
         return [replies.get(i) for i in range(len(self._pools))]
 

@@ -82,12 +82,15 @@ def exchange(
     """Send ``commands`` on a connection of each pool (or those in ``only``), every request
     written before any reply is read; per pool, its replies within ``timeout_s`` of sending
     (error replies among them) or the error that ended it. ``ready``: connections made
-    already, or the errors. A kept connection the server closed meanwhile gets the commands
-    once more, on a new one; one whose reply did not come is closed, never read again."""
+    already, or the errors.
+
+    A request is sent once. A kept connection is checked before it is written on (one the
+    server closed while it was idle is made again first); one whose reply did not come is
+    closed, never read again, and its request's outcome is the caller's to settle."""
     n = len(pools)
     conns: list[Any] = [None] * n
     results: list[Any] = [None] * n
-    reused, due = [False] * n, [0.0] * n
+    due = [0.0] * n
     packed: dict[tuple[str, str], Any] = {}  # the commands, encoded once per encoding
     try:
         for i, got in (ready or {}).items():
@@ -96,10 +99,7 @@ def exchange(
         for i in targets:
             try:
                 if conns[i] is None and results[i] is None:
-                    try:
-                        conns[i], reused[i] = kept[i].idle.pop(), True
-                    except IndexError:
-                        conns[i] = pools[i].get_connection()
+                    conns[i] = _take(pools[i], kept[i])
                 if conns[i] is not None:
                     encoder = conns[i].encoder
                     encoding = (encoder.encoding, encoder.encoding_errors)
@@ -111,13 +111,7 @@ def exchange(
                 results[i] = error
         for i in targets:
             if results[i] is None:
-                results[i] = lost = _replies(conns[i], due[i], commands, timeout_s)
-                if (
-                    reused[i]
-                    and isinstance(lost, rx.ConnectionError)
-                    and not isinstance(lost.__context__, rx.ResponseError)  # (not a demotion)
-                ):  # closed while it was kept (an idle timeout, a restart): once more
-                    results[i] = _replies(conns[i], None, commands, timeout_s)
+                results[i] = _replies(conns[i], due[i], len(commands), timeout_s)
                 kept[i].warm = not isinstance(results[i], rx.TimeoutError | rx.ConnectionError)
     except BaseException:
         for conn in conns:
@@ -126,26 +120,43 @@ def exchange(
         raise
     finally:
         for i, conn in enumerate(conns):
-            if conn is not None and kept[i].give_back:
-                pools[i].release(conn)
-            elif conn is not None:
-                kept[i].idle.append(conn)
+            if conn is not None:
+                give_back(pools[i], kept[i], conn)
     return results
 
 
-def _replies(conn: Any, due: float | None, commands: tuple[Any, ...], timeout_s: float) -> Any:
-    """One connection's replies by ``due`` (``None``: send the commands again first)."""
+def _take(pool: Any, kept: Kept) -> Any:
+    """A connection to write on: a kept one that is still sound, else one from the pool."""
+    try:
+        conn = kept.idle.pop()
+    except IndexError:
+        return pool.get_connection()  # the pool checks the ones it hands out
+    try:
+        if conn.can_read(timeout=0):  # data nobody asked for: not a connection to trust
+            conn.disconnect()
+    except (rx.RedisError, OSError):  # closed by the server while idle (a timeout, a kill)
+        conn.disconnect()  # (the send connects it again)
+    return conn
+
+
+def give_back(pool: Any, kept: Kept, conn: Any) -> None:
+    if kept.give_back:
+        pool.release(conn)
+    else:
+        kept.idle.append(conn)
+
+
+def _replies(conn: Any, due: float, count: int, timeout_s: float) -> Any:
+    """One connection's ``count`` replies by ``due``, or the error that ended the wait."""
     replies: list[Any] = []
     try:
-        if due is None:
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            due = time.monotonic() + timeout_s
-        for _ in commands:
+        for _ in range(count):
             left = due - time.monotonic()  # after another server's wait, its reply may be here
             if left <= 0 and not conn.can_read(timeout=0):
                 raise rx.TimeoutError(f"no reply within {timeout_s * 1000:g} ms")
-            try:  # fresh from sending, the socket's own timeout bounds the wait
-                if left > 0.9 * conn.socket_timeout:
+            try:  # fresh from sending, the socket's own timeout is the wait left
+                timeout = conn.socket_timeout
+                if timeout is not None and 0.9 * left < timeout <= left:
                     replies.append(conn.read_response())
                 else:
                     replies.append(conn.read_response(timeout=max(left, 0)))
@@ -211,9 +222,18 @@ class Driven(Lease):
         return self._drive(self._owned_steps())
 
     def close(self) -> None:
-        """Close the connections of this lock's pools (shared with locks on the same clients)."""
+        """Close the idle connections of this lock's pools (shared with every lock on the same
+        clients); a connection another request is using is left alone."""
         for pool in self._pools:
-            pool.disconnect()
+            kept = kept_for(pool)
+            while True:
+                try:
+                    conn = kept.idle.pop()  # one at a time: another thread may take one meanwhile
+                except IndexError:
+                    break
+                conn.disconnect()
+                pool.release(conn)
+            pool.disconnect(inuse_connections=False)
 
 
 class Lock(Driven, ServerSteps):

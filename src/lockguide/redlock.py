@@ -14,7 +14,8 @@ import random
 import time
 import weakref
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ from lockguide._core import (
     new_lock_value,
     retryable,
 )
-from lockguide.lock import Driven, exchange, kept_for
+from lockguide.lock import Driven, exchange, give_back, kept_for
 from lockguide.validity import Verdict, judge, quorum
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
@@ -79,10 +80,12 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class FanOut:
-    """Send ``commands`` to every master (or those in ``only``) at once; one reply per master."""
+    """Send ``commands`` to every master (or those in ``only``) at once; one reply per master,
+    each waited for at most ``timeout_s`` (``None``: the node timeout)."""
 
     commands: tuple[tuple[Any, ...], ...]
     only: tuple[int, ...] | None = None
+    timeout_s: float | None = None
 
 
 _PLACES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # by pool
@@ -222,18 +225,25 @@ class RedlockSteps(LeaseState):
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         give_up_at = self._give_up_at(blocking, timeout_ms)
-        while not (yield from self._try_steps(new_lock_value())):
+        first = True
+        while not (yield from self._try_steps(new_lock_value(), give_up_at, first)):
+            first = False
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
                 return False
             yield Sleep(pause)
         return True
 
-    def _try_steps(self, value: str) -> Steps[bool]:
-        """One try at every master; True if it won. A lost try leaves nothing behind."""
+    def _try_steps(self, value: str, give_up_at: float | None, first: bool) -> Steps[bool]:
+        """One try at every master, each waited for at most the time left; True if it won.
+        A lost try leaves nothing behind."""
+        budget = self._budget_s(self._timeout_s, give_up_at, first)
+        if budget <= 0:
+            return False
         try:
             started = self._clock()
-            replies = yield FanOut((("SET", self._key, value, "NX", "PX", self._ttl_ms),))
+            set_nx = ("SET", self._key, value, "NX", "PX", self._ttl_ms)
+            replies = yield FanOut((set_nx,), timeout_s=budget)
             elapsed_ms = (self._clock() - started) * 1000.0
             attempt, errors, fatal = tally(replies, elapsed_ms, self._ttl_ms, self._drift)
             self._last = attempt
@@ -249,7 +259,10 @@ class RedlockSteps(LeaseState):
             raise
         if self._value == value:
             return True
-        yield from self._release_quietly(value)
+        # The masters that answered are alive: their deletes take a round trip, within the
+        # deadline or a few ms past it. A master that did not answer ends its key by its TTL.
+        left = self._budget_s(self._timeout_s, give_up_at, False)
+        yield from self._release_quietly(value, max(left, min(self._timeout_s, 0.01)))
         if fatal is not None:
             error = errors[fatal]
             if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
@@ -257,25 +270,44 @@ class RedlockSteps(LeaseState):
             raise MasterError(self._key, fatal, self._where[fatal], error) from error  # type: ignore[arg-type]
         return False
 
-    def _release_quietly(self, value: str) -> Steps[None]:
+    def _release_quietly(self, value: str, timeout_s: float | None = None) -> Steps[None]:
         """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
         with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
-            yield from self._run(RELEASE, value)
+            yield from self._run(RELEASE, value, timeout_s=timeout_s)
 
-    def _run(self, script: LuaScript, value: str, *args: object) -> Steps[list[Any]]:
-        """Run ``script`` on every master at once, loading it where it is missing."""
+    def _run(
+        self,
+        script: LuaScript,
+        value: str,
+        *args: object,
+        only: tuple[int, ...] | None = None,
+        timeout_s: float | None = None,
+    ) -> Steps[list[Any]]:
+        """Run ``script`` on every master (or ``only`` those) at once, loading it where missing."""
         command = script.command((self._key,), (value, *args))
-        replies = yield FanOut((command,))
+        replies = list((yield FanOut((command,), only, timeout_s)))
         missing = tuple(i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError))
         if missing:
-            loaded = yield FanOut((("SCRIPT", "LOAD", script.source), command), missing)
+            loaded = yield FanOut((("SCRIPT", "LOAD", script.source), command), missing, timeout_s)
             for i in missing:
                 replies[i] = loaded[i]
-        return list(replies)
+        return replies
 
     def _release_steps(self) -> Steps[int]:
+        """Compare-and-delete on every master. A master whose reply was lost is asked once
+        more on a new connection; one found without the key (absent, not another's) while
+        the lease was still valid here was cleared by the first request, as in ``Lock``."""
         value = self._check_owner("release")
         replies = yield from self._run(RELEASE, value)
+        lost = tuple(i for i, r in enumerate(replies) if isinstance(r, rx.ConnectionError))
+        if lost:
+            again = yield from self._run(RELEASE, value, only=lost)
+            replies = [again[i] if i in lost else reply for i, reply in enumerate(replies)]
+            gone = tuple(i for i in lost if again[i] == 0)
+            if gone and self._clock() < self._deadline:  # absent, not another's: it was ours
+                exists = yield FanOut((("EXISTS", self._key),), gone)
+                for i in gone:
+                    replies[i] = 1 if exists[i] == 0 else 0
         self._released += replies.count(1)
         errors = [reply for reply in replies if isinstance(reply, Exception)]
         if errors and self._released < self._quorum <= self._released + len(errors):
@@ -419,16 +451,30 @@ class Redlock(RedlockSteps, Driven):
     def _perform(self, effect: FanOut) -> list[Any]:
         """Each master's reply, or its error; cold masters are connected to all at once
         (two frozen ones cost one node timeout)."""
+        timeout_s = self._timeout_s if effect.timeout_s is None else effect.timeout_s
         targets = range(len(self._pools)) if effect.only is None else effect.only
         cold = [i for i in targets if not self._kept[i].warm]
         ready = None
         if len(cold) > 1:
+            due = time.monotonic() + timeout_s
             connecting = {i: _connector().submit(_connect, self._pools[i]) for i in cold}
-            ready = {i: future.result() for i, future in connecting.items()}
-        replies = exchange(
-            self._pools, self._kept, effect.commands, self._timeout_s, targets, ready
-        )
+            ready = {i: self._connected(i, f, due) for i, f in connecting.items()}
+        replies = exchange(self._pools, self._kept, effect.commands, timeout_s, targets, ready)
         return [master_reply(r) if isinstance(r, list) else r for r in replies]
+
+    def _connected(self, i: int, connecting: Future[Any], due: float) -> Any:
+        """Master ``i``'s new connection, or why there is none by ``due``; a late one is kept."""
+        try:
+            return connecting.result(timeout=max(due - time.monotonic(), 0.0))
+        except FutureTimeout:
+            pool, kept = self._pools[i], self._kept[i]
+
+            def keep(done: Future[Any]) -> None:
+                if not isinstance(conn := done.result(), BaseException):
+                    give_back(pool, kept, conn)
+
+            connecting.add_done_callback(keep)
+            return rx.TimeoutError("no connection within the node timeout")
 
 
 @functools.cache

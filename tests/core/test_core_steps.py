@@ -185,6 +185,7 @@ class StepsN(RedlockSteps):
         self._quorum, self._where = n // 2 + 1, [f"m{i}" for i in range(n)]
         self._max_extensions, self._extensions, self._released, self._last = None, 0, 0, None
         self._uniform, self._on_attempt = random.Random(1).uniform, None
+        self._timeout_s = 0.05
 
 
 def test_redlock_counts_a_busy_master_as_a_failed_vote() -> None:

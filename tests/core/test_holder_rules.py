@@ -131,7 +131,8 @@ def test_another_thread_cannot_release_or_extend_the_holders_lock(kind: Kind) ->
 def test_a_release_that_could_not_be_sent_can_be_retried(
     kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record_requests(monkeypatch, kind.servers, refuse_once=RELEASE_SHA)
+    # A broken connection is asked again at once on a new one: refused twice, it raises.
+    record_requests(monkeypatch, kind.servers, refuse_once=RELEASE_SHA, refusals=2)
     lock = kind.make(ttl_ms=30_000)
     assert lock.acquire(blocking=False)
     with pytest.raises(RedisConnectionError):
