@@ -143,6 +143,9 @@ class LockKind:
         self.name = name
         self.key = key
         self.servers = backend.masters() if name == "Redlock" else [backend.client()]
+        # What a release sends: compare-and-delete on every master, or, on one server, the
+        # compare-and-delete that hands the key to the next waiter.
+        self.release_sha = script_sha("release.lua" if name == "Redlock" else "hand_off.lua")
 
     def holding(self, value: str | None) -> int:
         """Servers whose key holds ``value``."""

@@ -7,7 +7,9 @@ receives their replies or exceptions. :func:`drive` performs them; ``lockguide.a
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import itertools
 import math
 import numbers
 import os
@@ -21,6 +23,7 @@ from typing import Any, Literal, TypeVar
 
 from redis import exceptions as rx
 from redis.backoff import NoBackoff
+from redis.crc import key_slot
 
 #: The longest lease a lock accepts (one week); longer work renews a shorter one.
 MAX_TTL_MS = 7 * 24 * 3600 * 1000
@@ -28,6 +31,9 @@ MAX_TTL_MS = 7 * 24 * 3600 * 1000
 DEFAULT_TIMEOUT_MS = 10_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
+#: How late a ``BLPOP`` may time out: Redis ends blocked clients' waits on its clock tick,
+#: ``hz`` times a second (10 by default), so a 20 ms wait can last 100 ms.
+LATE_S = 0.1
 
 #: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
 __all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
@@ -62,6 +68,16 @@ class Send:
 class Sleep:
     """Pause ``seconds`` before the next try."""
 
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Pause at most ``seconds`` before the next try: a wake-up pushed to the list ``wake``
+    (``BLPOP``) ends it sooner. The driver sleeps instead when the connections that may
+    wait are taken (:class:`WaitingRoom`), or when the ``BLPOP`` fails."""
+
+    wake: str
     seconds: float
 
 
@@ -115,6 +131,70 @@ if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return 0
 end
 return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+""")
+
+
+# The code of ``scripts/take.lua`` and ``hand_off.lua`` (waiting in line; the guide shows them
+# with comments): a waiter takes a free key only if no live waiter is ahead of it, or the key a
+# release handed to its value; a release hands the key to the oldest live waiter and wakes it.
+TAKE = LuaScript("""\
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now)
+local held = redis.call("GET", KEYS[1])
+local first = false
+if not held then
+    for _ = 1, 16 do
+        first = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+        if not first or redis.call("ZSCORE", KEYS[3], first) then
+            break
+        end
+        redis.call("ZREM", KEYS[2], first)
+        first = false
+    end
+end
+if held == ARGV[1] or (not held and (not first or first == ARGV[1])) then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+    redis.call("ZREM", KEYS[2], ARGV[1])
+    redis.call("ZREM", KEYS[3], ARGV[1])
+    if KEYS[4] then
+        return redis.call("INCR", KEYS[4])
+    end
+    return 1
+end
+redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
+redis.call("ZADD", KEYS[3], now + ARGV[3], ARGV[1])
+redis.call("PEXPIRE", KEYS[2], ARGV[3])
+redis.call("PEXPIRE", KEYS[3], ARGV[3])
+return 0
+""")
+
+HAND_OFF = LuaScript("""\
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[3], ARGV[1])
+local note = ARGV[3] .. "released:" .. ARGV[1]
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+    return redis.call("EXISTS", note)
+end
+redis.call("SET", note, "1", "PX", ARGV[4])
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now)
+for _ = 1, 16 do
+    local first = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+    if not first then
+        break
+    end
+    if redis.call("ZSCORE", KEYS[3], first) then
+        redis.call("SET", KEYS[1], first, "PX", ARGV[2])
+        local wake = ARGV[3] .. "wake:" .. first
+        redis.call("RPUSH", wake, "1")
+        redis.call("PEXPIRE", wake, ARGV[2])
+        return 1
+    end
+    redis.call("ZREM", KEYS[2], first)
+end
+return redis.call("DEL", KEYS[1])
 """)
 
 
@@ -275,8 +355,65 @@ def check_drift(factor: object, floor_ms: object) -> tuple[float, float]:
     return fraction, check_ms(floor_ms, "drift_floor_ms")
 
 
-_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+def beside(key: str, suffix: str) -> str:
+    """A key for ``suffix`` in the same Redis Cluster hash slot as ``key`` (its *hash tag*).
+
+    A key with a hash tag keeps it (``"{ledger}:lock"`` -> ``"{ledger}:lock:fence"``); any
+    other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds a
+    ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
+    """
+    opening = key.find("{")
+    closing = key.find("}", opening + 1) if opening >= 0 else -1
+    if opening >= 0 and closing > opening + 1:
+        return f"{key}:{suffix}"
+    if "}" not in key:
+        return "{" + key + "}:" + suffix
+    return "{" + _tag_for_slot(key_slot(key.encode("utf-8"))) + "}:" + f"{key}:{suffix}"
+
+
+@functools.lru_cache(maxsize=256)
+def _tag_for_slot(slot: int) -> str:
+    """The first ``fence:<n>`` that hashes to ``slot``."""
+    return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
+
+
+class WaitingRoom:
+    """How many requests on one client may block on a wake-up at once: half its pool's
+    connections (none of a pool of one), so waiters never hold the connection a holder needs
+    to release or renew; the others sleep their retry delay instead."""
+
+    def __init__(self, client: Any) -> None:
+        size = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+        self.seats = (2**31 if size is None else size) // 2
+        self.taken = 0
+        self._mutex = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._mutex:
+            if self.taken >= self.seats:
+                return False
+            self.taken += 1
+            return True
+
+    def leave(self) -> None:
+        with self._mutex:
+            self.taken -= 1
+
+
+_ROOMS: weakref.WeakKeyDictionary[Any, WaitingRoom] = weakref.WeakKeyDictionary()
 _POOLS_LOCK = threading.Lock()
+
+
+def waiting_room(client: Any) -> WaitingRoom:
+    """The one :class:`WaitingRoom` of ``client`` (every lock made on it shares it)."""
+    room = _ROOMS.get(client)
+    if room is None:
+        with _POOLS_LOCK:
+            room = _ROOMS.setdefault(client, WaitingRoom(client))
+    return room
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
@@ -362,7 +499,6 @@ class LeaseState:
         self._owner = owner  # type: ignore[assignment]
         self._value, self._deadline, self._pid, self._owners = None, 0.0, 0, []
         self._last_error = None
-        self._unanswered: str | None = None  # the value of a release whose reply was lost
 
     def _usable_for(self, ttl_ms: int) -> float:
         factor, floor = self._drift
@@ -498,7 +634,19 @@ class LeaseState:
 
 
 class ServerSteps(LeaseState):
-    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot)."""
+    """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
+
+    Waiting in line (not on a Cluster: see :meth:`_hand_off`): the first try is a plain
+    ``SET NX``. A waiter's later tries run
+    ``scripts/take.lua``, which keeps its place in a line (a sorted set by arrival, each place
+    with a lease of its own renewed by every try, so a crashed waiter drops out), and between
+    tries it blocks on a wake-up list (``BLPOP``) for at most its random retry pause. A release
+    (``scripts/hand_off.lua``) hands the key to the oldest live waiter for a short window and
+    pushes its wake-up; the releaser, trying again at once, finds the key taken and queues
+    behind. A lost wake-up costs the retry pause, as without a line; a line lost in a failover
+    leaves random retry; the key itself is still taken by one value at a time, so no line can
+    grant it twice.
+    """
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
@@ -514,39 +662,65 @@ class ServerSteps(LeaseState):
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
         self._uniform = random.uniform
         self._pools = [] if self._cluster else [bounded_pool(client, self._request_s, self._redis)]
+        self._init_line()
+        self._room = waiting_room(client)
+
+    def _init_line(self) -> None:
+        """The keys of the line, in the lock key's slot, and how long a place lasts."""
+        self._line = (beside(self._key, "line"), beside(self._key, "places"))
+        self._prefix = beside(self._key, "")  # wake-up lists and release notes, in its slot
+        # A place in line, and the window a release hands the key over for: three of the
+        # longest retry pauses and three late BLPOPs, so a waiter whose wake-up was lost still
+        # claims it in time.
+        self._place_ms = int(3 * (self._retry_delay_ms[1] + LATE_S * 1000))
 
     def __repr__(self) -> str:
         return self._describe(type(self).__name__)
 
-    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
+    def _grant_command(self, value: str, queued: bool) -> tuple[LuaScript | None, tuple[Any, ...]]:
+        if queued:
+            keys, args = (self._key, *self._line), (value, self._ttl_ms, self._place_ms)
+            return TAKE, TAKE.command(keys, args)
         return None, ("SET", self._key, value, "NX", "PX", self._ttl_ms)
 
     def _granted(self, reply: Any) -> bool:
-        return reply is not None and reply is not False
+        return reply is not None and reply is not False and reply != 0
 
     def _script(self, script: LuaScript | None, timeout_s: float, *args: Any) -> Steps[Any]:
         command = (args[0], self._key) if script is None else script.command((self._key,), args)
         return run_script(script, command, timeout_s, self._cluster)
 
-    def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
-        """``SET NX``, retried until the deadline (errors a retry may fix kept in ``last_error``).
+    def _hand_off(self, value: str, timeout_s: float) -> Steps[Any]:
+        """Compare-and-delete ``value``, handing the key to the oldest live waiter.
 
-        Whatever interrupts a try (an error, ``Ctrl-C``, a cancellation) deletes its value first.
+        On a Redis Cluster there is no line: a slot being migrated refuses scripts whose keys
+        are not all on one node (``TRYAGAIN``), so a Cluster lock waits by random retry alone,
+        and releases with the plain compare-and-delete.
         """
+        if self._cluster:
+            return self._script(RELEASE, timeout_s, value)
+        note_ms = max(int(2000 * self._request_s), self._place_ms)
+        keys, args = (self._key, *self._line), (value, self._place_ms, self._prefix, note_ms)
+        return run_script(HAND_OFF, HAND_OFF.command(keys, args), timeout_s, self._cluster)
+
+    def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
+        """``SET NX``, then tries in line until the deadline (errors a retry may fix kept in
+        ``last_error``). Whatever interrupts a try (an error, ``Ctrl-C``, a cancellation)
+        deletes its value first, and a waiter that gives up leaves the line."""
         give_up_at = self._give_up_at(blocking, timeout_ms)
-        first = True
+        first, in_line = True, False
+        value = new_lock_value()
         while True:
-            value = new_lock_value()
             started = self._clock()
             budget = self._budget_s(self._request_s, give_up_at, first)
             if budget <= 0:
+                yield from self._leave_line(value, in_line)
                 return False
-            first = False
+            in_line = False
             try:
-                script, command = self._grant_command(value)
-                granted = self._granted(
-                    (yield from run_script(script, command, budget, self._cluster))
-                )
+                script, command = self._grant_command(value, not first and not self._cluster)
+                reply = yield from run_script(script, command, budget, self._cluster)
+                granted, in_line = self._granted(reply), script is TAKE
                 if granted and self._clock() < started + self._usable_ms / 1000.0:
                     self._won(value, started)
                     return True
@@ -565,46 +739,57 @@ class ServerSteps(LeaseState):
                     if silent
                     else self._request_s,
                 )
+                value = new_lock_value()  # the outcome was unknown: never reuse the value
             except BaseException:  # Ctrl-C, a cancellation: nothing may stay locked
                 yield from self._discard(value, self._request_s)
                 raise
             else:
                 if granted:  # granted, but the reply took the whole lease: no use to anyone
                     yield from self._discard(value, self._request_s)
+                    value, in_line = new_lock_value(), False
+                elif first and blocking and not self._cluster:
+                    first = False
+                    continue  # refused: take a place in line at once, then wait
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
+                yield from self._leave_line(value, in_line)
                 return False
-            yield Sleep(pause)
+            first = False
+            if self._cluster or (
+                give_up_at is not None and give_up_at - self._clock() < pause + LATE_S
+            ):
+                yield Sleep(pause)  # (too close to the deadline for a BLPOP that may end late)
+            else:
+                yield Wait(f"{self._prefix}wake:{value}", pause)
+
+    def _leave_line(self, value: str, in_line: bool) -> Steps[None]:
+        """A waiter giving up leaves its place (and passes on a key just handed to it) at
+        once, not when the place's lease ends: a few ms past the deadline at most."""
+        if in_line:
+            yield from self._discard(value, min(self._request_s, 0.01))
 
     def _discard(self, value: str, timeout_s: float) -> Steps[None]:
-        """Best effort: delete ``value`` if it is the key's (the TTL ends it otherwise)."""
+        """Best effort: delete ``value`` if it is the key's, leave the line (the TTLs end what
+        this cannot); a key handed to ``value`` goes on to the next waiter."""
         if timeout_s > 0:
             with contextlib.suppress(Exception):
-                yield from self._script(RELEASE, timeout_s, value)
+                yield from self._hand_off(value, timeout_s)
 
     def _release_steps(self) -> Steps[None]:
-        """Compare-and-delete. If Redis does not answer, the lock stays held: call again.
+        """Compare-and-delete, handing the key to the next waiter. If Redis does not answer,
+        the lock stays held: call again.
 
-        A release whose reply was lost (the connection broke after the request left) may have
-        deleted the key: it is asked once more, on a new connection (a compare-and-delete
-        cannot touch another holder's key). A key then found *absent* while the lease was
-        still valid here was deleted by the unanswered request; one held by another value
-        was lost (:class:`LockLost`).
+        A release whose connection broke is asked once more, on a new connection: the first
+        request may have run (its reply lost), and then the note it left (for twice the
+        request timeout) makes the second answer 1 too, not a false :class:`LockLost`.
         """
         value = self._check_owner("release")
         try:
-            deleted = yield from self._script(RELEASE, self._request_s, value)
+            released = yield from self._hand_off(value, self._request_s)
         except rx.ConnectionError:
-            self._unanswered = value
-            deleted = yield from self._script(RELEASE, self._request_s, value)
-        except rx.TimeoutError:
-            self._unanswered = value  # the caller may call again
-            raise
-        if deleted != 1 and self._unanswered == value and self._clock() < self._deadline:
-            deleted = 0 if (yield from self._script(None, self._request_s, "EXISTS")) else 1
-        self._unanswered = None
+            released = yield from self._hand_off(value, self._request_s)
         self._forget(value)
-        if deleted != 1:
+        if released != 1:
             raise LockLost(self._key, "release")
 
     def _extend_steps(self, ttl_ms: int | None) -> Steps[None]:

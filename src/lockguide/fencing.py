@@ -5,8 +5,6 @@ every one it accepted, atomically with the write.
 
 from __future__ import annotations
 
-import functools
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,10 +12,10 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.crc import key_slot
 
 from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
+    TAKE,
     BadArgument,
     BadArgumentType,
     LuaScript,
@@ -25,6 +23,7 @@ from lockguide._core import (
     Owner,
     ServerSteps,
     StaleToken,
+    beside,
     check_client,
     check_count,
     check_key,
@@ -90,19 +89,7 @@ def counter_key_for(key: str) -> str:
     other becomes the tag (``"lock:ledger"`` -> ``"{lock:ledger}:fence"``), unless it holds a
     ``}`` (``"a{}b"``), which no tag can contain: then a tag of the same slot is used.
     """
-    opening = key.find("{")
-    closing = key.find("}", opening + 1) if opening >= 0 else -1
-    if opening >= 0 and closing > opening + 1:
-        return key + ":fence"
-    if "}" not in key:
-        return "{" + key + "}:fence"
-    return "{" + _tag_for_slot(key_slot(key.encode("utf-8"))) + "}:" + key + ":fence"
-
-
-@functools.lru_cache(maxsize=256)
-def _tag_for_slot(slot: int) -> str:
-    """The first ``fence:<n>`` that hashes to ``slot``."""
-    return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
+    return beside(key, "fence")
 
 
 class Fenced(ServerSteps):
@@ -132,7 +119,10 @@ class Fenced(ServerSteps):
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
 
-    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
+    def _grant_command(self, value: str, queued: bool) -> tuple[LuaScript | None, tuple[Any, ...]]:
+        if queued:  # a waiter's try: take.lua draws the token when it takes the key
+            in_line = (self._key, *self._line, self._counter_key)
+            return TAKE, TAKE.command(in_line, (value, self._ttl_ms, self._place_ms))
         keys = (self._key, self._counter_key)
         return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
 

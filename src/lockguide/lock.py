@@ -29,9 +29,12 @@ from ._core import (
     Sleep,
     Steps,
     T,
+    Wait,
+    WaitingRoom,
     bounded_pool,
     call,
     drive,
+    retryable,
     server_reply,
 )
 
@@ -193,11 +196,32 @@ class Driven(Lease):
 
     _pools: list[redis.ConnectionPool]
     _perform: Callable[[Any], Any]
+    _room: WaitingRoom  # (Lock's: a Redlock never waits on a wake-up)
+    _request_s: float
 
     def _sleep_or_perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
             return time.sleep(effect.seconds)
+        if isinstance(effect, Wait):
+            return self._wait(effect)
         return self._perform(effect)
+
+    def _wait(self, effect: Wait) -> None:
+        """Block on the wake-up list for at most ``effect.seconds`` if a seat in the client's
+        waiting room is free, else sleep; a failed ``BLPOP`` sleeps what is left, so a broken
+        server is not asked in a tight loop."""
+        until = time.monotonic() + effect.seconds
+        if self._room.enter():
+            try:
+                blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
+                self._perform(Send((blpop,), effect.seconds + self._request_s))
+                return  # woken, or the pause is over: try again now
+            except (rx.RedisError, OSError) as error:
+                if not retryable(error):  # a missing permission: say so, as a SET would
+                    raise
+            finally:
+                self._room.leave()
+        time.sleep(max(0.0, until - time.monotonic()))
 
     def _drive(self, steps: Steps[T]) -> T:
         return drive(steps, self._sleep_or_perform)

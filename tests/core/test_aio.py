@@ -61,7 +61,6 @@ from tests.support import (
 )
 
 KEY = "lock:aio"
-RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
@@ -284,7 +283,7 @@ def test_another_task_cannot_release_or_extend_the_holders_lock(kind: Kind) -> N
 def test_a_release_that_could_not_be_sent_is_asked_again_on_a_new_connection(
     kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record_async_requests(monkeypatch, kind.clients, refuse_once=RELEASE_SHA)
+    record_async_requests(monkeypatch, kind.clients, refuse_once=kind.release_sha)
 
     async def main() -> None:
         lock = kind.make(ttl_ms=30_000)
@@ -846,7 +845,7 @@ def test_a_forked_child_sees_the_lock_as_not_held_and_sends_nothing(kind: Kind) 
 def test_a_second_cancellation_while_releasing_leaves_no_key_and_a_free_object(
     kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent = slow_replies(monkeypatch, kind.clients, RELEASE_SHA, 0.03)
+    sent = slow_replies(monkeypatch, kind.clients, kind.release_sha, 0.03)
 
     async def main() -> None:
         lock = kind.make(ttl_ms=30_000)
@@ -877,7 +876,7 @@ def test_under_anyio_cancel_scopes_leaving_async_with_releases_every_time(
     kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """anyio (Starlette, FastAPI) cancels again at every await inside a cancelled scope."""
-    slow_replies(monkeypatch, kind.clients, RELEASE_SHA, 0.02)
+    slow_replies(monkeypatch, kind.clients, kind.release_sha, 0.02)
 
     async def main() -> None:
         slow = {"node_timeout_ms": 1_000} if kind.name == "Redlock" else {}

@@ -16,7 +16,18 @@ from redis import exceptions as rx
 from redis._parsers.base import BaseParser
 
 from lockguide import LockLost, MasterError, NotOwned
-from lockguide._core import EXTEND, RELEASE, UNSET, Send, ServerSteps, Sleep, Steps, drive
+from lockguide._core import (
+    EXTEND,
+    HAND_OFF,
+    RELEASE,
+    TAKE,
+    UNSET,
+    Send,
+    ServerSteps,
+    Steps,
+    Wait,
+    drive,
+)
 from lockguide.redlock import FanOut, RedlockSteps
 
 KEY = "lock:steps"
@@ -43,6 +54,7 @@ class Steps1(ServerSteps):
         self.clock = FakeClock()
         self._init_lease(KEY, 10_000, timeout_ms, (50, 150), 0.01, 2.0, self.clock, "thread")
         self._request_s, self._cluster, self._uniform = 0.5, cluster, lambda a, b: 100.0
+        self._init_line()
 
 
 def play(steps: Steps[Any], answer: Callable[[Any], Any]) -> tuple[Any, list[Any]]:
@@ -69,15 +81,34 @@ def script(replies: list[Any]) -> Callable[[Any], Any]:
     return answer
 
 
-def test_a_refused_try_sleeps_a_random_pause_then_wins() -> None:
+def test_a_refused_try_waits_in_line_a_random_pause_at_most_then_wins() -> None:
     lock = Steps1()
-    won, effects = play(lock._acquire_steps(True, lock_unset()), script([None, None, b"OK"]))
+    won, effects = play(lock._acquire_steps(True, lock_unset()), script([None, 0, None, 1]))
     assert won
     assert lock.held
     kinds = [type(e).__name__ for e in effects]
-    assert kinds == ["Send", "Sleep", "Send"]
-    assert effects[1] == Sleep(0.1)
-    assert effects[2].commands[-1][:2] == ("SET", KEY)
+    assert kinds == ["Send", "Send", "Wait", "Send"]
+    assert effects[0].commands[-1][:2] == ("SET", KEY), "the first try is a plain SET NX"
+    assert effects[1].commands[-1][:2] == ("EVALSHA", TAKE.sha), "refused: a place in line"
+    assert effects[2] == Wait("{lock:steps}:wake:" + (lock.value or ""), 0.1)
+    assert effects[3].commands[-1][:2] == ("EVALSHA", TAKE.sha), "later tries keep it"
+
+
+def test_a_waiter_that_gives_up_leaves_the_line() -> None:
+    lock = Steps1(timeout_ms=300)
+    steps = lock._acquire_steps(True, lock_unset())
+    next(steps)  # SET NX: refused
+    take = steps.send(None)  # at once: take.lua keeps a place (0)
+    wait = steps.send(0)
+    assert isinstance(wait, Wait)
+    lock.clock.now = 0.3
+    leave = steps.send(None)  # the pause is over, and the time: leave the line
+    assert take.commands[-1][:2] == ("EVALSHA", TAKE.sha)
+    assert leave.commands[-1][:2] == ("EVALSHA", HAND_OFF.sha)
+    assert leave.commands[-1][-4] == take.commands[-1][-3], "its own value leaves"
+    with pytest.raises(StopIteration) as done:
+        steps.send(0)
+    assert done.value.value is False
 
 
 def test_each_request_is_capped_to_the_time_left() -> None:
@@ -87,9 +118,12 @@ def test_each_request_is_capped_to_the_time_left() -> None:
     first = next(steps)
     assert first.timeout_s == pytest.approx(0.3), "the request may wait only the 300 ms left"
     lock.clock.now = 0.25
-    second = steps.send(None)  # refused: a pause cut to the 50 ms left
-    assert isinstance(second, Sleep)
-    assert second.seconds == pytest.approx(0.05)
+    second = steps.send(None)  # refused: a place in line, asked for within the 50 ms left
+    assert second.timeout_s == pytest.approx(0.05)
+    lock.clock.now = 0.26
+    third = steps.send(0)  # in line: a pause cut to the 40 ms left, slept (a BLPOP may end late)
+    assert isinstance(third, Sleep)
+    assert third.seconds == pytest.approx(0.04)
 
 
 def test_a_timeout_is_retried_within_the_deadline_and_kept_as_last_error() -> None:
@@ -97,7 +131,7 @@ def test_a_timeout_is_retried_within_the_deadline_and_kept_as_last_error() -> No
     clock = lock.clock
 
     def answer(effect: Any) -> Any:
-        if isinstance(effect, Sleep):
+        if isinstance(effect, Wait):
             clock.now += effect.seconds
             return None
         clock.now += effect.timeout_s  # the server never answers
@@ -115,7 +149,7 @@ def test_a_lost_reply_is_cleaned_up_with_compare_and_delete() -> None:
     effect = next(steps)
     cleanup = steps.throw(rx.ConnectionError("reset after the SET ran"))
     assert isinstance(cleanup, Send)
-    assert cleanup.commands[-1][:2] == ("EVALSHA", RELEASE.sha)
+    assert cleanup.commands[-1][:2] == ("EVALSHA", HAND_OFF.sha)
     with pytest.raises(StopIteration) as done:
         steps.send(1)
     assert done.value.value is False
@@ -133,7 +167,7 @@ def test_noscript_loads_the_script_and_sends_it_again() -> None:
     lock = Steps1()
     lock._won("v", 0.0)
     _, effects = play(lock._release_steps(), script([rx.NoScriptError("NOSCRIPT"), 1]))
-    assert effects[1].commands[0] == ("SCRIPT", "LOAD", RELEASE.source)
+    assert effects[1].commands[0] == ("SCRIPT", "LOAD", HAND_OFF.source)
     assert not lock.held
 
 

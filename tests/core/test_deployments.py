@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,8 +47,19 @@ SERVER_PASSWORD = "the-servers-password"
 TTL_MS = 10_000
 
 #: Exactly what the locks send, and what their scripts call (see docs/your-redis.md).
-LOCK_COMMANDS = ("set", "get", "exists", "del", "pexpire", "incr", "evalsha", "script|load")
-LOCK_KEYS = ("~lock:*", "~{lock:*}:fence")
+LOCK_COMMANDS: tuple[str, ...] = ("set", "get", "exists", "del", "pexpire", "incr", "evalsha")
+LOCK_COMMANDS += (
+    "script|load",
+    "time",
+    "zadd",
+    "zrange",
+    "zrem",
+    "zremrangebyscore",
+    "zscore",
+    "rpush",
+    "blpop",
+)
+LOCK_KEYS = ("~lock:*", "~{lock:*}:*")
 LOCK_ACL = " ".join(
     ["resetkeys", *LOCK_KEYS, "resetchannels", "-@all", *(f"+{c}" for c in LOCK_COMMANDS)]
 )
@@ -296,15 +308,30 @@ def test_a_forked_child_locks_with_its_parents_client(
 
 
 def _every_lock_works(client: redis.Redis) -> None:
-    for lock in (
-        Lock(client, KEY, ttl_ms=TTL_MS),
-        FencedLock(client, "lock:fenced", ttl_ms=TTL_MS),
-    ):
+    for make in (partial(Lock, client, KEY), partial(FencedLock, client, "lock:fenced")):
+        lock = make(ttl_ms=TTL_MS)
         assert lock.acquire(blocking=False)
         assert lock.locked()
         assert lock.owned()
         lock.extend()
-        lock.release()
+        waiter = make(ttl_ms=TTL_MS, retry_delay_ms=(200, 300), owner="process")
+        got: list[bool | BaseException] = []
+        thread = threading.Thread(target=_acquire_into, args=(waiter, got))
+        thread.start()
+        time.sleep(0.05)  # the waiter is in line, blocked on its wake-up
+        lock.release()  # hands the key over and wakes it
+        thread.join(5)
+        if isinstance(got[0], BaseException):
+            raise got[0]
+        assert got == [True]
+        waiter.release()
+
+
+def _acquire_into(lock: Lock, got: list[bool | BaseException]) -> None:
+    try:
+        got.append(lock.acquire(timeout_ms=2_000))
+    except BaseException as error:
+        got.append(error)
 
 
 def test_the_acl_rule_is_enough_and_each_part_is_needed(standalone: list[RedisServer]) -> None:
@@ -317,7 +344,7 @@ def test_the_acl_rule_is_enough_and_each_part_is_needed(standalone: list[RedisSe
         with server.admin() as admin:
             admin.script_flush()
             admin.flushall()  # a lock the last round could not release
-        _acl_on([server], LOCK_ACL.replace(f" {part}", ""))
+        _acl_on([server], " ".join(word for word in LOCK_ACL.split() if word != part))
         client = server.client(username=ACL_USER, password=ACL_PASSWORD)
         # NOPERM for a command sent, "can't run" for one a script calls
         with pytest.raises(redis.exceptions.ResponseError, match=r"permissions|can.t run"):

@@ -33,10 +33,9 @@ from lockguide import (
     WrongOwner,
 )
 from lockguide_lab.testbed import RedisServer
-from tests.support import Backend, LockKind, real_backend, record_requests, script_sha
+from tests.support import Backend, LockKind, real_backend, record_requests
 
 KEY = "lock:rules"
-RELEASE_SHA = script_sha("release.lua")
 
 AnyLock = Lock | Redlock
 
@@ -132,7 +131,7 @@ def test_a_release_that_could_not_be_sent_can_be_retried(
     kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A broken connection is asked again at once on a new one: refused twice, it raises.
-    record_requests(monkeypatch, kind.servers, refuse_once=RELEASE_SHA, refusals=2)
+    record_requests(monkeypatch, kind.servers, refuse_once=kind.release_sha, refusals=2)
     lock = kind.make(ttl_ms=30_000)
     assert lock.acquire(blocking=False)
     with pytest.raises(RedisConnectionError):

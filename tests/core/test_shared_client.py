@@ -253,3 +253,67 @@ def test_locks_with_different_timeouts_share_the_clients_pool_limit(
             pass
     now = int(admin.info("clients")["connected_clients"])
     assert now - opened <= 2, f"{now - opened} connections for a pool of 2"
+
+
+# -- many waiters: the next grant goes to a waiter, woken by the release -------------------------
+
+
+def _waiting(
+    lock: Lock, got: list[float | BaseException], *, then_release: bool = False, timeout_ms: float
+) -> threading.Thread:
+    """A thread that waits for ``lock``: when it got it (-1.0: not), or what it raised."""
+
+    def wait() -> None:
+        try:
+            got.append(time.monotonic() if lock.acquire(timeout_ms=timeout_ms) else -1.0)
+            if then_release and lock.held:
+                lock.release()
+        except BaseException as error:
+            got.append(error)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
+def test_the_next_grant_goes_to_the_waiter_woken_by_the_release_not_to_the_releaser(
+    r: redis.Redis,
+) -> None:
+    holder = Lock(r, KEY, ttl_ms=10_000, owner="process")
+    waiter = Lock(r, KEY, ttl_ms=10_000, retry_delay_ms=(900, 1_000), owner="process")
+    assert holder.acquire()
+    got: list[float | BaseException] = []
+    thread = _waiting(waiter, got, timeout_ms=5_000)
+    time.sleep(0.1)  # the waiter was refused, took its place and waits on its wake-up
+    holder.release()
+    released = time.monotonic()
+    assert not holder.acquire(blocking=False), "the releaser took the key back from its waiter"
+    thread.join(5)
+    assert len(got) == 1
+    assert isinstance(got[0], float), got
+    assert got[0] - released < 0.3, f"woken {got[0] - released:.3f} s after the release"
+    assert waiter.held
+    waiter.release()
+
+
+@pytest.mark.real_redis
+def test_waiters_on_a_pool_of_two_never_take_the_connection_the_holder_releases_with(
+    lone_server: RedisServer,
+) -> None:
+    pool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
+        host=lone_server.host, port=lone_server.port, max_connections=2, timeout=5
+    )
+    client = redis.Redis(connection_pool=pool)
+    holder = Lock(client, KEY, ttl_ms=10_000, owner="process")
+    assert holder.acquire()
+    got: list[float | BaseException] = []
+    waiters = [Lock(client, KEY, ttl_ms=10_000, retry_delay_ms=(200, 300)) for _ in range(4)]
+    threads = [_waiting(w, got, then_release=True, timeout_ms=10_000) for w in waiters]
+    time.sleep(0.2)
+    started = time.monotonic()
+    holder.release()
+    assert time.monotonic() - started < 0.15, "the release waited for a waiter's connection"
+    for thread in threads:
+        thread.join(15)
+    assert len(got) == 4
+    assert all(isinstance(t, float) and t > 0 for t in got), got
