@@ -24,6 +24,7 @@ from lockguide._core import (
     UNSET,
     Send,
     ServerSteps,
+    Sleep,
     Steps,
     Wait,
     drive,
