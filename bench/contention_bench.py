@@ -27,7 +27,9 @@ Per library and W it prints:
   when the window closes counts as long as it had lasted: a lower bound);
 * the fewest..most grants of any worker in the window;
 * server commands per worker per second: ``INFO commandstats`` at the start and
-  the end of the window, every command but that ``INFO``, over W x seconds.
+  the end of the window, every command but that ``INFO`` (those a script runs
+  count too, as the server counts them), over W x seconds; ``--json`` keeps
+  the count of each command.
 
 Then the targets from issue 27 and whether each lockguide lock meets them.
 Ratios between libraries in one run are what count: the machine's load is
@@ -602,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"ideal = 1 / hold = {IDEAL:.0f} grants/s (the lock's own round trips not subtracted); "
         "wait = acquire called -> granted (one still open at the end: as long as it had lasted)"
+    )
+    print(
+        "commands: INFO commandstats over the window (a script's own calls count), "
+        "per worker per second"
     )
     alone: dict[str, float] = {}
     by_w: dict[int, list[Result]] = {}
