@@ -411,6 +411,28 @@ def run_one(library: Library, server: Server, workers: int, plan: Plan) -> Resul
     return run_threads(library, server, workers, key, plan)
 
 
+def hold_alone(seconds: float) -> tuple[float, float]:
+    """Holds per second with no lock at all, ``time.sleep`` and ``asyncio.sleep``: the ceiling
+    this machine sets on any row (sleeps overshoot, the event loop adds its own turn).
+    """
+
+    def count(sleep: Callable[[], object]) -> float:
+        began, n = clock(), 0
+        while clock() - began < seconds:
+            sleep()
+            n += 1
+        return n / (clock() - began)
+
+    async def count_async() -> float:
+        began, n = clock(), 0
+        while clock() - began < seconds:
+            await asyncio.sleep(HOLD_S)
+            n += 1
+        return n / (clock() - began)
+
+    return count(lambda: time.sleep(HOLD_S)), asyncio.run(count_async())
+
+
 # --- the report ----------------------------------------------------------------------------
 
 
@@ -610,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         "per worker per second"
     )
     alone: dict[str, float] = {}
+    threads = tasks = math.nan
     by_w: dict[int, list[Result]] = {}
     plan = Plan(args.warmup, args.seconds, args.drain)
     with one_server() as server:
@@ -618,7 +641,12 @@ def main(argv: list[str] | None = None) -> int:
             solo = Plan(args.warmup, args.alone_seconds, args.drain)
             for library in libraries:
                 alone[library.name] = run_one(library, server, 1, solo).grants_per_s
+            threads, tasks = hold_alone(args.alone_seconds)
             print()
+            print(
+                f"the hold alone, no lock: time.sleep {threads:.0f}/s, asyncio.sleep {tasks:.0f}/s "
+                "(the most any row can reach on this machine)"
+            )
             print("uncontended, one worker alone (hold 5 ms + the lock's acquire and release):")
             for library in libraries:
                 rate = alone[library.name]
@@ -649,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ideal_grants_per_s": IDEAL,
                     "settings": {library.name: library.settings for library in libraries},
                     "alone_grants_per_s": alone,
+                    "hold_alone_per_s": {"time.sleep": threads, "asyncio.sleep": tasks},
                     "runs": [asdict(r) for results in by_w.values() for r in results],
                     "targets": [asdict(v) for v in found],
                 },

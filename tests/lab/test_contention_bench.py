@@ -31,6 +31,7 @@ def test_the_contention_benchmark_prints_every_library_and_the_targets(
         assert f"{library.label}: {library.settings}" in out
     assert re.search(r"W=2 +lockguide `Lock` +grants/s >= 90 % of ideal: \d+% +(met|MISSED)", out)
     assert "load average" in out
+    assert re.search(r"the hold alone, no lock: time.sleep \d+/s, asyncio.sleep \d+/s", out)
     results = json.loads(saved.read_text("utf-8"))
     assert {run["library"] for run in results["runs"]} == set(contention_bench.BY_NAME)
 
