@@ -233,6 +233,7 @@ class Result:
     open_waits: int  # still waiting when the window closed (counted as a lower bound)
     commands: int
     commands_per_worker_s: float
+    commands_per_grant: float  # in --json only: a cost that does not fall with throughput
     command_counts: dict[str, int]
     timeouts: int
     errors: list[str]
@@ -287,6 +288,7 @@ def summarize(library: Library, seen: list[Worker], window: Window, stragglers: 
         open_waits=open_waits,
         commands=commands,
         commands_per_worker_s=commands / (len(seen) * seconds),
+        commands_per_grant=commands / sum(grants) if sum(grants) else math.nan,
         command_counts=window.commands,
         timeouts=sum(w.timeouts for w in seen),
         errors=[e for w in seen for e in w.errors][:5],
