@@ -593,3 +593,66 @@ def test_lock_delay_is_bounded_and_checked_before_any_request(
     with pytest.raises(BadArgument):  # etcd times it on a lease: whole seconds
         EtcdLock("http://127.0.0.1:9", "lock:x", ttl_ms=1000, lock_delay_ms=1500)
     assert ZooKeeperLock(KazooClient(hosts="127.0.0.1:9"), "/locks/x", lock_delay_ms=60_000)
+
+
+@pytest.mark.parametrize("system", ["etcd", "zookeeper"])
+def test_a_holder_cut_off_until_its_lease_expires_delays_the_next_grant(
+    system: str, request: pytest.FixtureRequest
+) -> None:
+    """A's link to the cluster is cut: its lease (etcd) or session (ZooKeeper) expires there.
+
+    B starts as soon as A's key or node is seen gone, and is granted no earlier than the
+    delay after that: the loss came before it was seen, so at least the delay after the loss.
+    """
+    from kazoo.client import KazooClient
+
+    clients: list[Any] = []
+    if system == "etcd":
+        cluster: EtcdCluster = request.getfixturevalue("etcd_cluster")
+        key = _fresh("lock:delay:")
+        host, port = cluster.endpoint(0).removeprefix("http://").split(":")
+        link = Link((host, int(port)))
+        a: Any = EtcdLock(
+            f"http://{link.address[0]}:{link.address[1]}",
+            key,
+            ttl_ms=2000,
+            lock_delay_ms=DELAY_MS,
+            request_timeout_ms=200,
+        )
+        b: Any = EtcdLock(cluster.endpoints, key, ttl_ms=2000, lock_delay_ms=DELAY_MS)
+
+        def a_is_gone() -> bool:
+            return not cluster.key_exists(key)
+
+    else:
+        ensemble: ZooKeeperEnsemble = request.getfixturevalue("zookeeper_ensemble")
+        path = _fresh("/locks/delay")
+        link = Link((LOOPBACK, ensemble.members[0].client_port))
+        a_client = KazooClient(hosts=f"{link.address[0]}:{link.address[1]}", timeout=2.0)
+        b_client = KazooClient(hosts=ensemble.hosts, timeout=2.0)
+        clients += [a_client, b_client]
+        for client in clients:
+            client.start(timeout=10)
+        a = ZooKeeperLock(a_client, path, lock_delay_ms=DELAY_MS)
+        b = ZooKeeperLock(b_client, path, lock_delay_ms=DELAY_MS)
+
+        def a_is_gone() -> bool:
+            return b_client.exists(a.node) is None
+
+    try:
+        assert a.acquire()
+        link.cut()
+        deadline = time.monotonic() + 10
+        while not a_is_gone():
+            assert time.monotonic() < deadline, "A's lease never ended"
+            time.sleep(0.02)
+        gone_at = time.monotonic()
+        assert b.acquire(timeout_ms=DELAY_MS + 5000)
+        waited = time.monotonic() - gone_at
+        assert DELAY_MS / 1000 <= waited < DELAY_MS / 1000 + 1.5, f"granted after {waited:.3f} s"
+        b.release()
+    finally:
+        link.close()
+        for client in clients:
+            client.stop()
+            client.close()
