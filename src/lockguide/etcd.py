@@ -34,8 +34,11 @@ The story this class is written against, in order:
    cluster has ended that lease. The delay is timed by the cluster and starts
    after the loss (the guard's lease is granted after the key was seen gone),
    so no grant is returned before the delay has passed since the loss, however
-   often acquirers give up and come back. A clean release leaves no record: the
-   next grant costs nothing.
+   often acquirers give up and come back (a leader change only lengthens it:
+   the new leader renews every lease). A clean release leaves no record: the
+   next grant costs nothing. An acquire that gives up after a grant whose
+   reply was lost revokes its lease and leaves a record too: one delay more,
+   on the safe side.
 
    What it narrows: A, paused or partitioned past its lease, comes back and
    makes its late writes (to a resource that cannot check a token) within the
