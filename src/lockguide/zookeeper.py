@@ -199,7 +199,7 @@ class ZooKeeperLock(ConsensusLease):
             AlreadyAcquired: this object holds it already.
             ClusterUnavailable: the kazoo client was stopped or closed.
         """
-        from kazoo.exceptions import ConnectionClosedError
+        from kazoo.exceptions import ConnectionClosedError, NoNodeError
 
         started = self._clock()
         give_up = self._give_up_at(blocking, timeout_ms)
@@ -243,6 +243,9 @@ class ZooKeeperLock(ConsensusLease):
                 except ConnectionClosedError as error:
                     waited = (self._clock() - started) * 1000
                     raise ClusterUnavailable(self._key, waited, repr(error)) from error
+                except NoNodeError:  # our node went (the session ended) while at the front
+                    mine = None
+                    continue
                 except self._transient() as error:
                     self._last_error = error
                 pause = self._pause_s(random.uniform, give_up) if blocking else 0.0

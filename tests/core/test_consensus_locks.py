@@ -656,3 +656,50 @@ def test_a_holder_cut_off_until_its_lease_expires_delays_the_next_grant(
         for client in clients:
             client.stop()
             client.close()
+
+
+def test_zookeeper_waiter_whose_node_goes_during_the_delay_starts_again(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """B serves the delay at the front; its node is deleted meanwhile (as by its session's
+    end). B makes a new node and is granted when the same delay ends, not an error."""
+    from kazoo.client import KazooClient
+
+    path = _fresh("/locks/delay")
+    clients = [KazooClient(hosts=zookeeper_ensemble.hosts, timeout=2.0) for _ in range(3)]
+    for client in clients:
+        client.start(timeout=10)
+    a_client, b_client, eyes = clients
+    try:
+        a = ZooKeeperLock(a_client, path, lock_delay_ms=DELAY_MS)
+        b = ZooKeeperLock(b_client, path, lock_delay_ms=DELAY_MS, owner="process")
+        assert a.acquire()
+        a_client.stop()  # A's session ends without a release
+        lost_at = time.monotonic()
+        outcome: dict[str, Any] = {}
+
+        def wait_for_it() -> None:
+            try:
+                outcome["got"] = b.acquire(timeout_ms=DELAY_MS + 5000)
+            except Exception as error:  # the test reports it
+                outcome["got"] = error
+            outcome["at"] = time.monotonic()
+
+        thread = threading.Thread(target=wait_for_it)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while not eyes.get_children(path):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)  # B is at the front, serving the delay
+        for child in eyes.get_children(path):
+            eyes.delete(f"{path}/{child}")
+        thread.join(15)
+        assert outcome.get("got") is True, outcome
+        waited = outcome["at"] - lost_at
+        assert DELAY_MS / 1000 <= waited < DELAY_MS / 1000 + 1.0, f"granted after {waited:.3f} s"
+        b.release()
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
