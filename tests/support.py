@@ -30,6 +30,7 @@ from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
 from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from lockguide_lab.testbed.link import RespRequests
 from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
+from lockguide_lab.testbed.process import valkey_server_executable as find_valkey_server
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
 LOOPBACK = "127.0.0.1"
@@ -67,6 +68,26 @@ def redis_server_executable() -> str:
     if os.environ.get(REQUIRE_REAL_ENV) == "1":
         pytest.fail(f"{REQUIRE_REAL_ENV}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+REQUIRE_VALKEY_ENV = "LOCKGUIDE_REQUIRE_VALKEY"
+
+
+def valkey_server_executable() -> str:
+    """Path of ``valkey-server``; skips (or fails under CI's requirement) when absent."""
+    try:
+        return find_valkey_server()
+    except ServerUnavailable as error:
+        reason = f"the Valkey runs cannot run: {error}"
+    if os.environ.get(REQUIRE_VALKEY_ENV) == "1":
+        pytest.fail(f"{REQUIRE_VALKEY_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def start_valkey_servers(datadir: Path, count: int) -> list[RedisServer]:
+    """Start ``count`` independent ``valkey-server`` processes, each on a free loopback port."""
+    exe = valkey_server_executable()
+    return [RedisServer(datadir / f"valkey-{i}", executable=exe) for i in range(count)]
 
 
 def start_redis_server(datadir: Path, *, appendonly: bool = False) -> RedisServer:
@@ -193,7 +214,9 @@ def fake_backend() -> Backend:
     return Backend("fakeredis", FakeRedisOnServer, FakeAsyncRedisOnServer)
 
 
-def real_backend(server: RedisServer, masters: Sequence[RedisServer] | None = None) -> Backend:
+def real_backend(
+    server: RedisServer, masters: Sequence[RedisServer] | None = None, name: str = "redis-server"
+) -> Backend:
     """Clients for running servers, which are flushed first so each test starts empty.
 
     A plain ``redis.Redis()`` reaches ``server``. With ``masters`` (four more
@@ -235,7 +258,7 @@ def real_backend(server: RedisServer, masters: Sequence[RedisServer] | None = No
         with original(host=target.host, port=target.port) as admin:
             admin.flushall()
             admin.script_flush()
-    return Backend("redis-server", RedisOnTestServer, AsyncRedisOnTestServer)
+    return Backend(name, RedisOnTestServer, AsyncRedisOnTestServer)
 
 
 BackendFactory = Callable[[], Backend]

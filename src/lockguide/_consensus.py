@@ -27,16 +27,32 @@ from typing import Any
 from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
     UNSET,
+    BadArgument,
     ClusterUnavailable,
     NotAcquired,
     NotOwned,
     RenewalFailed,
+    check_ms,
 )
 from lockguide.fencing import check_token
 from lockguide.lock import Lease
 from lockguide.renewal import WatchdogState
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "ConsensusLease"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_LOCK_DELAY_MS", "ConsensusLease", "check_lock_delay"]
+
+#: Chubby's bound on a lock-delay (Burrows, OSDI 2006, section 2.4): one minute.
+MAX_LOCK_DELAY_MS = 60_000
+
+
+def check_lock_delay(value: object) -> float:
+    """``lock_delay_ms``: a number of milliseconds from 0 (off) to :data:`MAX_LOCK_DELAY_MS`."""
+    delay = check_ms(value, "lock_delay_ms")
+    if delay > MAX_LOCK_DELAY_MS:
+        raise BadArgument(
+            f"lock_delay_ms must be at most {MAX_LOCK_DELAY_MS} ms (Chubby's bound: one "
+            f"minute; a longer delay is an outage after every crash), got {value!r}"
+        )
+    return delay
 
 
 class ConsensusLease(Lease, WatchdogState):

@@ -21,7 +21,31 @@ The story this class is written against, in order:
    (:class:`~lockguide.FencedStore`, :class:`~lockguide.SqlFencedStore`), can
    refuse it. Consensus makes the *grant* safe (no two leases on one key, even
    when the leader dies); it cannot make a paused holder notice.
-4. A releases by revoking the lease, which deletes the key in the same step.
+4. A releases: one transaction deletes the key and the *holder record*
+   (``lock:ledger`` + ``"\\0holder"``, a key on no lease, written with every grant),
+   then A revokes the lease.
+5. With ``lock_delay_ms`` (Chubby's lock-delay, off by default), a key that
+   vanished *without* that release leaves its holder record behind: the lease
+   ended (A crashed, paused or was cut off past its TTL, or an operator revoked
+   it). The next acquirer that sees the record in place of the key does not
+   take the lock: it replaces the record with a *guard* key
+   (``lock:ledger`` + ``"\\0delay"``) on a lease of its own whose TTL is the delay,
+   and every acquirer with a delay waits, as for a held lock, until the
+   cluster has ended that lease. The delay is timed by the cluster and starts
+   after the loss (the guard's lease is granted after the key was seen gone),
+   so no grant is returned before the delay has passed since the loss, however
+   often acquirers give up and come back (a leader change only lengthens it:
+   the new leader renews every lease). A clean release leaves no record: the
+   next grant costs nothing. An acquire that gives up after a grant whose
+   reply was lost revokes its lease and leaves a record too: one delay more,
+   on the safe side.
+
+   What it narrows: A, paused or partitioned past its lease, comes back and
+   makes its late writes (to a resource that cannot check a token) within the
+   delay, when nobody else has been granted the lock yet. What it does not
+   close: a pause longer than TTL + delay, after which A's writes land on B's
+   (only a fencing token stops those); and it costs availability: after every
+   crash the lock is free to nobody for the delay.
 
 It speaks etcd's v3 API through the JSON gateway every etcd 3.4+ member serves
 (``/v3/kv/txn``, ``/v3/lease/grant``, ``/v3/lease/keepalive``,
@@ -42,7 +66,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
+from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease, check_lock_delay
 from lockguide._core import UNSET, Owner, check_ms
 from lockguide.errors import BadArgument, ClusterUnavailable, LockError, LockLost
 
@@ -91,6 +115,12 @@ class EtcdLock(ConsensusLease):
         request_timeout_ms: how long one request may wait for one member, and
             less when the acquire's deadline is nearer.
         keepalive_ms: time between keep-alives; a third of the TTL by default.
+        lock_delay_ms: Chubby's lock-delay: after a holder's lease ended without a
+            release, no acquirer with a delay is granted the lock until this long
+            after the loss (timed by the cluster, on a lease, so a whole number of
+            seconds like ``ttl_ms``; at most 60,000, Chubby's bound). ``0``, the
+            default, is off: this lock neither starts a delay nor waits for one.
+            Give every contender for a key the same value.
         clock: the function the lease is timed with (default ``time.monotonic``).
         owner: ``"thread"`` (the default): only the thread that acquired may
             ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
@@ -108,9 +138,17 @@ class EtcdLock(ConsensusLease):
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = 1_000.0,
         keepalive_ms: float | None = None,
+        lock_delay_ms: int = 0,
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "thread",
     ) -> None:
+        delay = check_lock_delay(lock_delay_ms)
+        if delay % 1000:
+            raise BadArgument(
+                f"lock_delay_ms must be a whole number of seconds, got {lock_delay_ms}: "
+                "the cluster times the delay on a lease, and etcd leases are whole seconds"
+            )
+        self._delay_s = int(delay) // 1000
         try:
             import urllib3
         except ImportError as error:  # pragma: no cover - an optional extra
@@ -129,6 +167,8 @@ class EtcdLock(ConsensusLease):
             )
         self._endpoints = [e.rstrip("/") for e in endpoints]
         self._init_consensus(key, ttl_ms, timeout_ms, retry_delay_ms, clock, owner)
+        self._holder_key = _b64(self._key + "\0holder")  # on no lease: outlives a lost one
+        self._guard_key = _b64(self._key + "\0delay")  # on the delay's own lease
         if self._ttl_ms < 1000 or self._ttl_ms % 1000:
             raise BadArgument(
                 f"ttl_ms must be a whole number of seconds >= 1000 ms, got {ttl_ms}: "
@@ -223,29 +263,84 @@ class EtcdLock(ConsensusLease):
             raise
 
     def _create(self, lease: int, asked: dict[int, float], due: float) -> tuple[int, int] | None:
-        """Put the key on ``lease`` if absent; ``(lease, token)`` if it is on one of ours."""
+        """Put the key on ``lease`` if absent; ``(lease, token)`` if it is on one of ours.
+
+        The same transaction writes the holder record. With a lock-delay, the key
+        is taken only when no guard is running and no record says the last
+        holder's lease ended without a release; finding such a record starts
+        the delay (:meth:`_start_delay`).
+        """
         key = _b64(self._key)
+        free = [
+            {"key": key, "target": "CREATE", "create_revision": "0"},
+            {"key": self._guard_key, "target": "CREATE", "create_revision": "0"},
+        ]
+        if self._delay_s:
+            free.append({"key": self._holder_key, "target": "CREATE", "create_revision": "0"})
+        else:
+            free = free[:1]  # no delay: neither waits for a guard nor heeds the record
         reply = self._call(
             "/v3/kv/txn",
             {
-                "compare": [{"key": key, "target": "CREATE", "create_revision": "0"}],
+                "compare": free,
                 "success": [
-                    {"request_put": {"key": key, "value": _b64(str(lease)), "lease": lease}}
+                    {"request_put": {"key": key, "value": _b64(str(lease)), "lease": lease}},
+                    {"request_put": {"key": self._holder_key, "value": _b64(str(lease))}},
                 ],
-                "failure": [{"request_range": {"key": key}}],
+                "failure": [
+                    {"request_range": {"key": k}} for k in (key, self._guard_key, self._holder_key)
+                ],
             },
             due,
         )
         if reply.get("succeeded"):
             return lease, int(reply["header"]["revision"])
-        kvs = reply["responses"][0]["response_range"].get("kvs", [])
-        on = int(kvs[0].get("lease", 0)) if kvs else 0
-        if on in asked:  # our own put, whose reply was lost
-            return on, int(kvs[0]["create_revision"])
+        kvs, guard, holder = (r["response_range"].get("kvs", []) for r in reply["responses"])
+        if kvs:
+            on = int(kvs[0].get("lease", 0))
+            if on in asked:  # our own put, whose reply was lost
+                return on, int(kvs[0]["create_revision"])
+        elif holder and not guard:
+            self._start_delay(int(holder[0]["mod_revision"]), due)
         return None
 
+    def _start_delay(self, seen: int, due: float) -> None:
+        """The last holder's lease ended without a release: put the guard on a lease of the delay.
+
+        One transaction swaps the record ``seen`` (its mod revision) for the
+        guard, so of several acquirers that see it, one starts the delay; the
+        others' swaps fail and their spare leases are revoked. The guard's lease
+        is granted after the key was seen gone, so it ends at least the delay
+        after the loss, on the cluster's clock.
+        """
+        granted = self._call("/v3/lease/grant", {"TTL": self._delay_s}, due)
+        guard = int(granted["ID"])
+        # An error here leaves the lease alone: if the swap was made, revoking it would
+        # end the delay early; if not, the unused lease ends by itself.
+        reply = self._call(
+            "/v3/kv/txn",
+            {
+                "compare": [
+                    {"key": self._holder_key, "target": "MOD", "mod_revision": str(seen)},
+                    {"key": _b64(self._key), "target": "CREATE", "create_revision": "0"},
+                ],
+                "success": [
+                    {"request_put": {"key": self._guard_key, "value": "", "lease": guard}},
+                    {"request_delete_range": {"key": self._holder_key}},
+                ],
+                "failure": [],
+            },
+            due,
+        )
+        if not reply.get("succeeded"):
+            self._revoke_quietly(guard)
+
     def release(self) -> None:
-        """Stop the keep-alive and revoke the lease, deleting the key with it.
+        """Stop the keep-alive, delete the key and the holder record, and revoke the lease.
+
+        The deletion is one transaction that succeeds only while the key is
+        still this grant's (its create revision is the token), so a holder whose
+        lease ended touches nothing and leaves the record that starts a lock-delay.
 
         Raises:
             NotOwned: not held (``WrongOwner`` from another thread).
@@ -257,16 +352,29 @@ class EtcdLock(ConsensusLease):
         lease = int(self._check_owner("release"))
         self._stop_keep_alive()
         started = self._clock()
+        key = _b64(self._key)
         try:
-            self._call("/v3/lease/revoke", {"ID": lease})
+            reply = self._call(
+                "/v3/kv/txn",
+                {
+                    "compare": [
+                        {"key": key, "target": "CREATE", "create_revision": str(self._token)}
+                    ],
+                    "success": [
+                        {"request_delete_range": {"key": key}},
+                        {"request_delete_range": {"key": self._holder_key}},
+                    ],
+                    "failure": [],
+                },
+            )
         except (OSError, _EtcdError) as error:
-            if isinstance(error, _EtcdError) and error.code == _NOT_FOUND:  # gone already
-                self._forget(str(lease))
-                raise self._error or LockLost(self._key, "release") from None
             self._start_keep_alive()  # still held: the caller may retry
             waited = (self._clock() - started) * 1000
             raise ClusterUnavailable(self._key, waited, repr(error)) from error
+        self._revoke_quietly(lease)  # nothing is left on it; else it ends with its TTL
         self._forget(str(lease))
+        if not reply.get("succeeded"):  # the key was gone (or someone else's): the lease ended
+            raise self._error or LockLost(self._key, "release") from None
         if self._error is not None:
             raise self._error
 

