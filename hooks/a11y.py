@@ -107,21 +107,23 @@ _ICONS = Path(material.__file__).parent / "templates" / ".icons" / "material"
 
 
 @functools.cache
-def _mark_svgs() -> dict[str, tuple[str, str]]:
-    """Each mark's SVG markup, as ``pymdownx.emoji`` inlines it, to its label and class."""
-    return {
-        (_ICONS / f"{name}.svg").read_text("utf-8").strip(): mark for name, mark in MARKS.items()
-    }
+def _mark_paths() -> dict[str, tuple[str, str]]:
+    """Each mark's SVG path (its ``d``, which identifies the icon) to its label and class."""
+    paths = {}
+    for name, mark in MARKS.items():
+        svg = BeautifulSoup((_ICONS / f"{name}.svg").read_text("utf-8"), "html.parser")
+        paths[str(svg.find("path")["d"])] = mark  # type: ignore[index]
+    return paths
 
 
 def label_marks(soup: BeautifulSoup) -> int:
     """Give every icon that is a table mark a text alternative; the count labelled."""
-    marks = _mark_svgs()
+    marks = _mark_paths()
     count = 0
     for span in soup.find_all("span", class_="twemoji"):
-        svg = span.find("svg")
-        mark = marks.get(str(svg).strip()) if svg is not None else None
-        if mark is None:
+        svg, path = span.find("svg"), span.find("path")
+        mark = marks.get(str(path.get("d"))) if path is not None else None
+        if svg is None or mark is None:
             continue
         label, css = mark
         span["role"] = "img"
