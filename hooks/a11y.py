@@ -152,7 +152,5 @@ def on_page_content(html_text: str, page: Any, **kwargs: Any) -> str:
         if description:
             # Material writes it into content="..." as it is, without escaping.
             page.meta["description"] = html.escape(description, quote=True)
-    changed = (
-        name_checkboxes(soup) + describe_figures(soup, page.file.src_uri) + label_marks(soup)
-    )
+    changed = name_checkboxes(soup) + describe_figures(soup, page.file.src_uri) + label_marks(soup)
     return str(soup) if changed else html_text
