@@ -19,11 +19,14 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
+import material
 from bs4 import BeautifulSoup, Tag
 
 log = logging.getLogger("mkdocs.hooks.a11y")
@@ -94,6 +97,43 @@ def describe_figures(soup: BeautifulSoup, where: str) -> int:
     return described
 
 
+#: The table marks, by icon name: what each says, and its class (colour).
+MARKS = {
+    "check-circle": ("yes", "lg-mark-yes"),
+    "close-circle": ("no", "lg-mark-no"),
+    "alert-circle": ("it depends", "lg-mark-depends"),
+}
+_ICONS = Path(material.__file__).parent / "templates" / ".icons" / "material"
+
+
+@functools.cache
+def _mark_paths() -> dict[str, tuple[str, str]]:
+    """Each mark's SVG path (its ``d``, which identifies the icon) to its label and class."""
+    paths = {}
+    for name, mark in MARKS.items():
+        svg = BeautifulSoup((_ICONS / f"{name}.svg").read_text("utf-8"), "html.parser")
+        paths[str(svg.find("path")["d"])] = mark  # type: ignore[index]
+    return paths
+
+
+def label_marks(soup: BeautifulSoup) -> int:
+    """Give every icon that is a table mark a text alternative; the count labelled."""
+    marks = _mark_paths()
+    count = 0
+    for span in soup.find_all("span", class_="twemoji"):
+        svg, path = span.find("svg"), span.find("path")
+        mark = marks.get(str(path.get("d"))) if path is not None else None
+        if svg is None or mark is None:
+            continue
+        label, css = mark
+        span["role"] = "img"
+        span["aria-label"] = span["title"] = label
+        span["class"] = [*span.get("class", []), css]
+        svg["aria-hidden"] = "true"
+        count += 1
+    return count
+
+
 def first_paragraph(soup: BeautifulSoup) -> str | None:
     """The first paragraph of real prose (not a code cell, admonition title or caption)."""
     for paragraph in soup.find_all("p"):
@@ -112,5 +152,5 @@ def on_page_content(html_text: str, page: Any, **kwargs: Any) -> str:
         if description:
             # Material writes it into content="..." as it is, without escaping.
             page.meta["description"] = html.escape(description, quote=True)
-    changed = name_checkboxes(soup) + describe_figures(soup, page.file.src_uri)
+    changed = name_checkboxes(soup) + describe_figures(soup, page.file.src_uri) + label_marks(soup)
     return str(soup) if changed else html_text

@@ -9,14 +9,15 @@ r = redis.Redis()
 def encode_video(video_id: str, parts: list[str]) -> str:
     lock = Lock(r, f"lock:encode:{video_id}", ttl_ms=30_000, timeout_ms=1_000)
     try:
-        with Watchdog(lock) as dog:  # acquires; renews every 10 s until the block ends
+        # acquires; renews every 10 s until the block ends, for 2 h at most (slowest run: 70 min)
+        with Watchdog(lock, max_total_ms=2 * 3_600_000) as dog:
             for part in parts:
                 encode(part)
                 dog.check()  # RenewalFailed as soon as a renewal found the lease gone
     except NotAcquired:
         return "busy"
     except RenewalFailed:
-        return "lost the lock"  # stop: someone else may be encoding now
+        return "lost the lock"  # lease lost or the 2 h bound passed: someone else may be encoding
     return "done"
 
 

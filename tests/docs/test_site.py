@@ -10,6 +10,8 @@ from pathlib import Path
 from tests.browser.nav import nav_pages
 from tests.sitebuild import ROOT, SiteBuild
 
+DOCS = ROOT / "docs"
+
 
 def test_strict_build_succeeds_and_renders_every_page(built_site: SiteBuild) -> None:
     # The session's one build (tests/sitebuild.py), which the browser suite also reads.
@@ -92,3 +94,26 @@ def test_404_page_loads_its_assets_from_the_sites_own_path(built_site: SiteBuild
     assert assets, "the 404 page loads no stylesheet or script"
     wrong = [a for a in assets if not a.startswith(prefix + "assets/")]
     assert not wrong, f"the 404 page loads assets outside {prefix}: {wrong[:5]}"
+
+
+#: Emoji used as marks: with no emoji font (Debian's Chromium without one) they are boxes.
+EMOJI_MARKS = re.compile("[\u2705\u274c\u26a0\u2714\u2716]")
+#: Pages written by the tools, not by hand (docs/libraries.md: the audit's generator).
+GENERATED = {"libraries.md"}
+
+
+def test_hand_written_pages_mark_with_icons_not_emoji() -> None:
+    pages = [p for p in DOCS.rglob("*.md") if str(p.relative_to(DOCS)) not in GENERATED]
+    offenders = [
+        str(p.relative_to(DOCS)) for p in pages if EMOJI_MARKS.search(p.read_text("utf-8"))
+    ]
+    assert not offenders, f"emoji marks (use :material-check-circle: and the like): {offenders}"
+
+
+def test_the_matrix_marks_are_inline_svg_with_a_text_alternative(built_site: SiteBuild) -> None:
+    page = (built_site.site_dir / "matrix" / "index.html").read_text("utf-8")
+    marks = re.findall(r'<span[^>]*class="twemoji[^"]*"[^>]*>\s*<svg', page)
+    assert len(marks) >= 40
+    labelled = re.findall(r'<span aria-label="(yes|no|it depends)"[^>]*role="img"', page)
+    assert len(labelled) == len(marks)
+    assert not EMOJI_MARKS.search(page)
