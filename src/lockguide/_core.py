@@ -74,8 +74,9 @@ class Sleep:
 @dataclass(frozen=True, slots=True)
 class Wait:
     """Pause at most ``seconds`` before the next try: a wake-up pushed to the list ``wake``
-    (``BLPOP``) ends it sooner. The driver sleeps instead when the connections that may
-    wait are taken (:class:`WaitingRoom`), or when the ``BLPOP`` fails."""
+    (``BLPOP``) ends it sooner, and is the reply (else ``None``). The driver sleeps instead
+    when the connections that may wait are taken (:class:`WaitingRoom`), or the ``BLPOP``
+    fails."""
 
     wake: str
     seconds: float
@@ -135,64 +136,54 @@ return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 
 
 # The code of ``scripts/take.lua`` and ``hand_off.lua`` (waiting in line; the guide shows them
-# with comments): a waiter takes a free key only if no live waiter is ahead of it, or the key a
-# release handed to its value; a release hands the key to the oldest live waiter and wakes it.
+# with comments): a waiter takes a free key, or the key a release handed to its value, or keeps
+# its place; a release hands the key to the oldest waiter whose place is alive, and wakes it.
 TAKE = LuaScript("""\
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now)
-local held = redis.call("GET", KEYS[1])
-local first = false
+local held = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2], "GET")
 if not held then
-    for _ = 1, 16 do
-        first = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-        if not first or redis.call("ZSCORE", KEYS[3], first) then
-            break
-        end
-        redis.call("ZREM", KEYS[2], first)
-        first = false
-    end
-end
-if held == ARGV[1] or (not held and (not first or first == ARGV[1])) then
-    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-    redis.call("ZREM", KEYS[2], ARGV[1])
-    redis.call("ZREM", KEYS[3], ARGV[1])
-    if KEYS[4] then
-        return redis.call("INCR", KEYS[4])
+    if KEYS[3] then
+        return redis.call("INCR", KEYS[3])
     end
     return 1
 end
-redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
-redis.call("ZADD", KEYS[3], now + ARGV[3], ARGV[1])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
-redis.call("PEXPIRE", KEYS[3], ARGV[3])
+if held == ARGV[1] then
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
+end
+local place = ARGV[4] .. "place:" .. ARGV[1]
+if not redis.call("SET", place, KEYS[3] or "", "PX", ARGV[3], "GET") then
+    redis.call("RPUSH", KEYS[2], ARGV[1])
+end
 return 0
 """)
 
 HAND_OFF = LuaScript("""\
-redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("ZREM", KEYS[3], ARGV[1])
+if ARGV[5] == "1" then
+    redis.call("DEL", ARGV[3] .. "place:" .. ARGV[1])
+end
 local note = ARGV[3] .. "released:" .. ARGV[1]
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
     return redis.call("EXISTS", note)
 end
 redis.call("SET", note, "1", "PX", ARGV[4])
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now)
 for _ = 1, 16 do
-    local first = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-    if not first then
+    local waiter = redis.call("LPOP", KEYS[2])
+    if not waiter then
         break
     end
-    if redis.call("ZSCORE", KEYS[3], first) then
-        redis.call("SET", KEYS[1], first, "PX", ARGV[2])
-        local wake = ARGV[3] .. "wake:" .. first
-        redis.call("RPUSH", wake, "1")
+    local counter = redis.call("GETDEL", ARGV[3] .. "place:" .. waiter)
+    if counter then
+        local token = "1"
+        if counter ~= "" then
+            token = redis.call("INCR", counter)
+            redis.call("SET", ARGV[3] .. "token:" .. waiter, token, "PX", ARGV[2])
+        end
+        redis.call("SET", KEYS[1], waiter, "PX", ARGV[2])
+        local wake = ARGV[3] .. "wake:" .. waiter
+        redis.call("RPUSH", wake, token)
         redis.call("PEXPIRE", wake, ARGV[2])
         return 1
     end
-    redis.call("ZREM", KEYS[2], first)
 end
 return redis.call("DEL", KEYS[1])
 """)
@@ -636,16 +627,16 @@ class LeaseState:
 class ServerSteps(LeaseState):
     """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
 
-    Waiting in line (not on a Cluster: see :meth:`_hand_off`): the first try is a plain
-    ``SET NX``. A waiter's later tries run
-    ``scripts/take.lua``, which keeps its place in a line (a sorted set by arrival, each place
-    with a lease of its own renewed by every try, so a crashed waiter drops out), and between
-    tries it blocks on a wake-up list (``BLPOP``) for at most its random retry pause. A release
-    (``scripts/hand_off.lua``) hands the key to the oldest live waiter for a short window and
-    pushes its wake-up; the releaser, trying again at once, finds the key taken and queues
-    behind. A lost wake-up costs the retry pause, as without a line; a line lost in a failover
-    leaves random retry; the key itself is still taken by one value at a time, so no line can
-    grant it twice.
+    Waiting in line (not on a Cluster: see :meth:`_hand_off`). A blocking acquire's tries run
+    ``scripts/take.lua``: ``SET NX`` and, when refused, a place in line (a list, oldest
+    first; each place a key with a lease of its own, renewed by every try, so a crashed
+    waiter drops out). Between tries the waiter blocks on its wake-up list (``BLPOP``) for
+    at most its random retry pause. A release (``scripts/hand_off.lua``) hands the key to
+    the oldest waiter whose place is alive, for a short window, and pushes its wake-up; the
+    waiter makes it its own with the extend script. The releaser, trying again at once,
+    finds the key taken and queues behind. A lost wake-up costs the retry pause, as without
+    a line; a line lost in a failover leaves random retry; the key is still held by one value
+    at a time, so the line can never grant it twice.
     """
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
@@ -667,20 +658,18 @@ class ServerSteps(LeaseState):
 
     def _init_line(self) -> None:
         """The keys of the line, in the lock key's slot, and how long a place lasts."""
-        self._line = (beside(self._key, "line"), beside(self._key, "places"))
-        self._prefix = beside(self._key, "")  # wake-up lists and release notes, in its slot
-        # A place in line, and the window a release hands the key over for: three of the
-        # longest retry pauses and three late BLPOPs, so a waiter whose wake-up was lost still
+        self._line = beside(self._key, "line")
+        self._prefix = beside(self._key, "")  # places, wake-ups, notes: in the key's slot
+        # A place, and the window a release hands the key over for: three of the longest
+        # retry pauses and three late BLPOPs, so a waiter whose wake-up was lost still
         # claims it in time.
         self._place_ms = int(3 * (self._retry_delay_ms[1] + LATE_S * 1000))
+        self._counter: tuple[str, ...] = ()  # FencedLock's token counter
 
     def __repr__(self) -> str:
         return self._describe(type(self).__name__)
 
-    def _grant_command(self, value: str, queued: bool) -> tuple[LuaScript | None, tuple[Any, ...]]:
-        if queued:
-            keys, args = (self._key, *self._line), (value, self._ttl_ms, self._place_ms)
-            return TAKE, TAKE.command(keys, args)
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         return None, ("SET", self._key, value, "NX", "PX", self._ttl_ms)
 
     def _granted(self, reply: Any) -> bool:
@@ -690,8 +679,13 @@ class ServerSteps(LeaseState):
         command = (args[0], self._key) if script is None else script.command((self._key,), args)
         return run_script(script, command, timeout_s, self._cluster)
 
-    def _hand_off(self, value: str, timeout_s: float) -> Steps[Any]:
-        """Compare-and-delete ``value``, handing the key to the oldest live waiter.
+    def _take(self, value: str, timeout_s: float) -> Steps[Any]:
+        keys, args = (self._key, self._line, *self._counter), (self._ttl_ms, self._place_ms)
+        return run_script(TAKE, TAKE.command(keys, (value, *args, self._prefix)), timeout_s)
+
+    def _hand_off(self, value: str, timeout_s: float, leaving: bool = False) -> Steps[Any]:
+        """Compare-and-delete ``value``, handing the key to the oldest live waiter (and, if
+        ``leaving``, first giving up ``value``'s own place in line).
 
         On a Redis Cluster there is no line: a slot being migrated refuses scripts whose keys
         are not all on one node (``TRYAGAIN``), so a Cluster lock waits by random retry alone,
@@ -700,27 +694,31 @@ class ServerSteps(LeaseState):
         if self._cluster:
             return self._script(RELEASE, timeout_s, value)
         note_ms = max(int(2000 * self._request_s), self._place_ms)
-        keys, args = (self._key, *self._line), (value, self._place_ms, self._prefix, note_ms)
-        return run_script(HAND_OFF, HAND_OFF.command(keys, args), timeout_s, self._cluster)
+        args = (value, self._place_ms, self._prefix, note_ms, "1" if leaving else "0")
+        return run_script(HAND_OFF, HAND_OFF.command((self._key, self._line), args), timeout_s)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
-        """``SET NX``, then tries in line until the deadline (errors a retry may fix kept in
-        ``last_error``). Whatever interrupts a try (an error, ``Ctrl-C``, a cancellation)
-        deletes its value first, and a waiter that gives up leaves the line."""
+        """Tries until the deadline (errors a retry may fix kept in ``last_error``): a plain
+        ``SET NX`` without ``blocking``, else in line. Whatever interrupts a try (an error,
+        ``Ctrl-C``, a cancellation) deletes its value first; a waiter that gives up leaves
+        its place."""
         give_up_at = self._give_up_at(blocking, timeout_ms)
-        first, in_line = True, False
+        in_line = blocking and not self._cluster
+        first = answered = True
         value = new_lock_value()
         while True:
             started = self._clock()
             budget = self._budget_s(self._request_s, give_up_at, first)
             if budget <= 0:
-                yield from self._leave_line(value, in_line)
-                return False
-            in_line = False
+                break
+            first = False
             try:
-                script, command = self._grant_command(value, not first and not self._cluster)
-                reply = yield from run_script(script, command, budget, self._cluster)
-                granted, in_line = self._granted(reply), script is TAKE
+                if in_line:
+                    reply = yield from self._take(value, budget)
+                else:
+                    script, command = self._grant_command(value)
+                    reply = yield from run_script(script, command, budget, self._cluster)
+                granted, answered = self._granted(reply), True
                 if granted and self._clock() < started + self._usable_ms / 1000.0:
                     self._won(value, started)
                     return True
@@ -740,40 +738,53 @@ class ServerSteps(LeaseState):
                     else self._request_s,
                 )
                 value = new_lock_value()  # the outcome was unknown: never reuse the value
+                granted = answered = False
             except BaseException:  # Ctrl-C, a cancellation: nothing may stay locked
                 yield from self._discard(value, self._request_s)
                 raise
-            else:
-                if granted:  # granted, but the reply took the whole lease: no use to anyone
-                    yield from self._discard(value, self._request_s)
-                    value, in_line = new_lock_value(), False
-                elif first and blocking and not self._cluster:
-                    first = False
-                    continue  # refused: take a place in line at once, then wait
+            if granted:  # granted, but the reply took the whole lease: no use to anyone
+                yield from self._discard(value, self._request_s)
+                value = new_lock_value()
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
-                yield from self._leave_line(value, in_line)
-                return False
-            first = False
-            if self._cluster or (
-                give_up_at is not None and give_up_at - self._clock() < pause + LATE_S
-            ):
-                yield Sleep(pause)  # (too close to the deadline for a BLPOP that may end late)
-            else:
-                yield Wait(f"{self._prefix}wake:{value}", pause)
+                break
+            near = give_up_at is not None and give_up_at - self._clock() < pause + LATE_S
+            if not in_line or near:  # (near the deadline, a BLPOP might end past it)
+                yield Sleep(pause)
+                continue
+            woken = yield Wait(f"{self._prefix}wake:{value}", pause)
+            if woken is not None and (yield from self._claim(value, woken[-1])):
+                return True  # the key was handed to this waiter
+        if in_line and answered:  # leave the line (pass on a key just handed over) at once,
+            yield from self._discard(value, min(self._request_s, 0.01))  # a few ms late at most
+        return False
 
-    def _leave_line(self, value: str, in_line: bool) -> Steps[None]:
-        """A waiter giving up leaves its place (and passes on a key just handed to it) at
-        once, not when the place's lease ends: a few ms past the deadline at most."""
-        if in_line:
-            yield from self._discard(value, min(self._request_s, 0.01))
+    def _claim(self, value: str, token: Any) -> Steps[bool]:
+        """Make a key handed to ``value`` (with ``token``: FencedLock's, or 1) this lock's,
+        for its TTL from before the request."""
+        started = self._clock()
+        try:
+            reply = yield from self._script(EXTEND, self._request_s, value, self._ttl_ms)
+        except Exception as error:
+            if not retryable(error):
+                raise
+            self._last_error = error
+            return False  # the next try (take.lua) finds it handed over, and takes it
+        except BaseException:
+            yield from self._discard(value, self._request_s)
+            raise
+        if reply != 1 or self._clock() >= started + self._usable_ms / 1000.0:
+            return False
+        self._granted(token)
+        self._won(value, started)
+        return True
 
     def _discard(self, value: str, timeout_s: float) -> Steps[None]:
-        """Best effort: delete ``value`` if it is the key's, leave the line (the TTLs end what
-        this cannot); a key handed to ``value`` goes on to the next waiter."""
+        """Best effort: delete ``value`` if it is the key's and leave the line (the TTLs end
+        what this cannot); a key handed to ``value`` goes on to the next waiter."""
         if timeout_s > 0:
             with contextlib.suppress(Exception):
-                yield from self._hand_off(value, timeout_s)
+                yield from self._hand_off(value, timeout_s, leaving=True)
 
     def _release_steps(self) -> Steps[None]:
         """Compare-and-delete, handing the key to the next waiter. If Redis does not answer,

@@ -162,21 +162,22 @@ class AsyncLease(core.LeaseState):
             return self._wait(effect)
         return effect() if callable(effect) else self._send(effect)  # a function: Calls
 
-    async def _wait(self, effect: core.Wait) -> None:
+    async def _wait(self, effect: core.Wait) -> Any:
         """:meth:`lockguide.Lock._wait`, awaited: ``BLPOP`` on the wake-up list, else sleep."""
         until = time.monotonic() + effect.seconds
         room: core.WaitingRoom = self._room  # type: ignore[attr-defined]
         if room.enter():
             try:
                 blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
-                await self._send(core.Send((blpop,), effect.seconds + self._request_s))  # type: ignore[attr-defined]
-                return
+                timeout_s = effect.seconds + self._request_s + core.LATE_S  # type: ignore[attr-defined]
+                return await self._send(core.Send((blpop,), timeout_s))
             except (rx.RedisError, OSError) as error:
                 if not core.retryable(error):  # a missing permission: say so, as a SET would
                     raise
             finally:
                 room.leave()
         await asyncio.sleep(max(0.0, until - time.monotonic()))
+        return None
 
     async def aclose(self) -> None:
         """Finish this lock's clean-ups (a cancelled acquire's delete), then close its pools."""

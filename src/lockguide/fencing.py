@@ -15,7 +15,6 @@ from redis.cluster import RedisCluster
 
 from lockguide._core import (
     DEFAULT_TIMEOUT_MS,
-    TAKE,
     BadArgument,
     BadArgumentType,
     LuaScript,
@@ -106,6 +105,7 @@ class Fenced(ServerSteps):
                 "would overwrite the token counter"
             )
         self._token = None
+        self._counter = (self._counter_key,)  # take.lua and hand_off.lua draw the token too
 
     @property
     def counter_key(self) -> str:
@@ -119,10 +119,7 @@ class Fenced(ServerSteps):
             raise NotOwned(self._key, "read the fencing token of")
         return self._token
 
-    def _grant_command(self, value: str, queued: bool) -> tuple[LuaScript | None, tuple[Any, ...]]:
-        if queued:  # a waiter's try: take.lua draws the token when it takes the key
-            in_line = (self._key, *self._line, self._counter_key)
-            return TAKE, TAKE.command(in_line, (value, self._ttl_ms, self._place_ms))
+    def _grant_command(self, value: str) -> tuple[LuaScript | None, tuple[Any, ...]]:
         keys = (self._key, self._counter_key)
         return FENCED_ACQUIRE, FENCED_ACQUIRE.command(keys, (value, self._ttl_ms))
 

@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 from ._core import (
     DEFAULT_TIMEOUT_MS,
+    LATE_S,
     UNSET,
     LeaseState,
     Owner,
@@ -206,7 +207,7 @@ class Driven(Lease):
             return self._wait(effect)
         return self._perform(effect)
 
-    def _wait(self, effect: Wait) -> None:
+    def _wait(self, effect: Wait) -> Any:
         """Block on the wake-up list for at most ``effect.seconds`` if a seat in the client's
         waiting room is free, else sleep; a failed ``BLPOP`` sleeps what is left, so a broken
         server is not asked in a tight loop."""
@@ -214,14 +215,14 @@ class Driven(Lease):
         if self._room.enter():
             try:
                 blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
-                self._perform(Send((blpop,), effect.seconds + self._request_s))
-                return  # woken, or the pause is over: try again now
+                return self._perform(Send((blpop,), effect.seconds + self._request_s + LATE_S))
             except (rx.RedisError, OSError) as error:
                 if not retryable(error):  # a missing permission: say so, as a SET would
                     raise
             finally:
                 self._room.leave()
         time.sleep(max(0.0, until - time.monotonic()))
+        return None
 
     def _drive(self, steps: Steps[T]) -> T:
         return drive(steps, self._sleep_or_perform)

@@ -47,8 +47,8 @@ from lockguide import (
     Stored,
     WrongOwner,
 )
+from lockguide._core import TAKE
 from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
-from lockguide.fencing import FENCED_ACQUIRE
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
 from tests.support import (
@@ -85,7 +85,8 @@ class Kind(LockKind):
             self.clients = [backend.async_client()]
             cls = FencedLock if name == "FencedLock" else Lock
             self.make = partial(cls, self.clients[0], KEY)
-        self.set_marker = FENCED_ACQUIRE.sha if name == "FencedLock" else "SET"
+        # What a blocking acquire sends: SET NX on each master, or take.lua on one server.
+        self.set_marker = "SET" if name == "Redlock" else TAKE.sha
 
 
 @pytest.fixture(params=LockKind.NAMES)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lockguide._core import EXTEND, RELEASE
+from lockguide._core import EXTEND, HAND_OFF, RELEASE, TAKE
 from lockguide.fencing import FENCED_ACQUIRE, FENCED_WRITE
 from lockguide.versioned import CAS_VERSION
 from tests.support import lua_code
@@ -88,6 +88,8 @@ def test_the_lua_files_the_guide_shows_are_the_scripts_the_code_runs() -> None:
     scripts = {
         "release.lua": RELEASE.source,
         "extend.lua": EXTEND.source,
+        "take.lua": TAKE.source,
+        "hand_off.lua": HAND_OFF.source,
         "cas_version.lua": CAS_VERSION,
         "fenced_acquire.lua": FENCED_ACQUIRE.source,
         "fenced_write.lua": FENCED_WRITE.source,

@@ -82,31 +82,38 @@ def script(replies: list[Any]) -> Callable[[Any], Any]:
     return answer
 
 
-def test_a_refused_try_waits_in_line_a_random_pause_at_most_then_wins() -> None:
+def test_a_refused_waiter_keeps_its_place_and_wins_when_a_release_hands_it_over() -> None:
     lock = Steps1()
-    won, effects = play(lock._acquire_steps(True, lock_unset()), script([None, 0, None, 1]))
+    woken = [b"{lock:steps}:wake:v", b"1"]
+    won, effects = play(lock._acquire_steps(True, lock_unset()), script([0, woken, 1]))
     assert won
     assert lock.held
     kinds = [type(e).__name__ for e in effects]
-    assert kinds == ["Send", "Send", "Wait", "Send"]
-    assert effects[0].commands[-1][:2] == ("SET", KEY), "the first try is a plain SET NX"
-    assert effects[1].commands[-1][:2] == ("EVALSHA", TAKE.sha), "refused: a place in line"
-    assert effects[2] == Wait("{lock:steps}:wake:" + (lock.value or ""), 0.1)
-    assert effects[3].commands[-1][:2] == ("EVALSHA", TAKE.sha), "later tries keep it"
+    assert kinds == ["Send", "Wait", "Send"]
+    assert effects[0].commands[-1][:2] == ("EVALSHA", TAKE.sha), "SET NX, or a place in line"
+    assert effects[1] == Wait("{lock:steps}:wake:" + (lock.value or ""), 0.1)
+    assert effects[2].commands[-1][:2] == ("EVALSHA", EXTEND.sha), "woken: made its own"
+
+
+def test_without_blocking_one_plain_set_nx() -> None:
+    lock = Steps1()
+    won, effects = play(lock._acquire_steps(False, lock_unset()), script([None]))
+    assert won is False
+    assert [e.commands[-1][:2] for e in effects] == [("SET", KEY)]
 
 
 def test_a_waiter_that_gives_up_leaves_the_line() -> None:
     lock = Steps1(timeout_ms=300)
     steps = lock._acquire_steps(True, lock_unset())
-    next(steps)  # SET NX: refused
-    take = steps.send(None)  # at once: take.lua keeps a place (0)
+    take = next(steps)  # take.lua: refused, a place kept (0)
     wait = steps.send(0)
     assert isinstance(wait, Wait)
     lock.clock.now = 0.3
     leave = steps.send(None)  # the pause is over, and the time: leave the line
     assert take.commands[-1][:2] == ("EVALSHA", TAKE.sha)
     assert leave.commands[-1][:2] == ("EVALSHA", HAND_OFF.sha)
-    assert leave.commands[-1][-4] == take.commands[-1][-3], "its own value leaves"
+    assert leave.commands[-1][-5] == take.commands[-1][-4], "its own value leaves"
+    assert leave.commands[-1][-1] == "1", "leaving: its place goes first"
     with pytest.raises(StopIteration) as done:
         steps.send(0)
     assert done.value.value is False
@@ -118,13 +125,16 @@ def test_each_request_is_capped_to_the_time_left() -> None:
     steps = lock._acquire_steps(True, lock_unset())
     first = next(steps)
     assert first.timeout_s == pytest.approx(0.3), "the request may wait only the 300 ms left"
+    lock.clock.now = 0.02
+    second = steps.send(0)  # in line: wait for a wake-up, at most the pause
+    assert isinstance(second, Wait)
     lock.clock.now = 0.25
-    second = steps.send(None)  # refused: a place in line, asked for within the 50 ms left
-    assert second.timeout_s == pytest.approx(0.05)
+    third = steps.send(None)  # no wake-up: the next try within the 50 ms left
+    assert third.timeout_s == pytest.approx(0.05)
     lock.clock.now = 0.26
-    third = steps.send(0)  # in line: a pause cut to the 40 ms left, slept (a BLPOP may end late)
-    assert isinstance(third, Sleep)
-    assert third.seconds == pytest.approx(0.04)
+    fourth = steps.send(0)  # a pause cut to the 40 ms left, slept (a BLPOP may end late)
+    assert isinstance(fourth, Sleep)
+    assert fourth.seconds == pytest.approx(0.04)
 
 
 def test_a_timeout_is_retried_within_the_deadline_and_kept_as_last_error() -> None:
@@ -132,7 +142,7 @@ def test_a_timeout_is_retried_within_the_deadline_and_kept_as_last_error() -> No
     clock = lock.clock
 
     def answer(effect: Any) -> Any:
-        if isinstance(effect, Wait):
+        if isinstance(effect, Wait | Sleep):
             clock.now += effect.seconds
             return None
         clock.now += effect.timeout_s  # the server never answers

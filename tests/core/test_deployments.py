@@ -48,17 +48,7 @@ TTL_MS = 10_000
 
 #: Exactly what the locks send, and what their scripts call (see docs/your-redis.md).
 LOCK_COMMANDS: tuple[str, ...] = ("set", "get", "exists", "del", "pexpire", "incr", "evalsha")
-LOCK_COMMANDS += (
-    "script|load",
-    "time",
-    "zadd",
-    "zrange",
-    "zrem",
-    "zremrangebyscore",
-    "zscore",
-    "rpush",
-    "blpop",
-)
+LOCK_COMMANDS += ("script|load", "lpop", "getdel", "rpush", "blpop")
 LOCK_KEYS = ("~lock:*", "~{lock:*}:*")
 LOCK_ACL = " ".join(
     ["resetkeys", *LOCK_KEYS, "resetchannels", "-@all", *(f"+{c}" for c in LOCK_COMMANDS)]

@@ -64,7 +64,7 @@ def test_acquire_and_token_are_one_round_trip(
 ) -> None:
     sent = record_requests(monkeypatch, [r])
     warm = FencedLock(r, KEY, ttl_ms=5_000)
-    warm.acquire()
+    warm.acquire(blocking=False)
     warm.release()  # the script is loaded now
     del sent[:]
     lock = FencedLock(r, KEY, ttl_ms=5_000)
