@@ -1,43 +1,30 @@
--- Take the lock for a waiter: when the key is free and no live waiter is
--- ahead of this one, or when a release handed the key to this waiter's
--- value (hand_off.lua). Otherwise keep the waiter's place in line.
+-- A waiter's try: take the lock if it is free, or if a release handed it to
+-- this waiter's value (hand_off.lua) while the waiter was not listening;
+-- otherwise keep the waiter's place in line.
 --   KEYS[1]  the lock key
---   KEYS[2]  the line: waiters' values, scored by when they joined (ms)
---   KEYS[3]  the places' leases: waiters' values, scored by expiry (ms)
---   KEYS[4]  (FencedLock only) the fencing token counter
+--   KEYS[2]  the line: a list of waiters' values, oldest first
+--   KEYS[3]  (FencedLock only) the fencing token counter
 --   ARGV[1]  the waiter's value
 --   ARGV[2]  the lease to take, in ms
---   ARGV[3]  how long a place lasts without a new try, in ms
--- Returns 1 (the token, with KEYS[4]) if taken, 0 if the waiter waits on.
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
--- A waiter that stopped asking (crashed, gave up) loses its place.
-redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now)
-local held = redis.call("GET", KEYS[1])
-local first = false
+--   ARGV[3]  how long the waiter's place lasts without a new try, in ms
+--   ARGV[4]  the prefix of the lock's other keys (the lock key's hash tag)
+-- Returns 1 (with KEYS[3]: the fencing token) if the waiter holds the lock
+-- now, 0 if it waits on.
+local held = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2], "GET")
 if not held then
-    -- The oldest waiter still alive; dead ones are dropped on the way.
-    for _ = 1, 16 do
-        first = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-        if not first or redis.call("ZSCORE", KEYS[3], first) then
-            break
-        end
-        redis.call("ZREM", KEYS[2], first)
-        first = false
-    end
-end
-if held == ARGV[1] or (not held and (not first or first == ARGV[1])) then
-    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-    redis.call("ZREM", KEYS[2], ARGV[1])
-    redis.call("ZREM", KEYS[3], ARGV[1])
-    if KEYS[4] then
-        return redis.call("INCR", KEYS[4])
+    if KEYS[3] then
+        return redis.call("INCR", KEYS[3])
     end
     return 1
 end
--- Join the line (a waiter keeps the place it had) and renew the place's lease.
-redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
-redis.call("ZADD", KEYS[3], now + ARGV[3], ARGV[1])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
-redis.call("PEXPIRE", KEYS[3], ARGV[3])
+if held == ARGV[1] then
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
+end
+-- Held by another: renew this waiter's place (its lease), or join the line.
+-- The place holds what a hand-over needs: the token counter, if any.
+local place = ARGV[4] .. "place:" .. ARGV[1]
+if not redis.call("SET", place, KEYS[3] or "", "PX", ARGV[3], "GET") then
+    redis.call("RPUSH", KEYS[2], ARGV[1])
+end
 return 0
