@@ -1,6 +1,8 @@
-"""A watchdog that keeps a held lease alive, and says so when it cannot.
+"""A watchdog that keeps a held lease alive, and stops the work when it cannot.
 
 It is for slow work, not pauses: a paused process (watchdog included) is refused only by fencing.
+By default it renews for at most ten TTLs (:data:`DEFAULT_BOUND_TTLS`); a leader, which must
+renew for as long as it leads, says so with ``max_total_ms=None``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from lockguide._core import (
+    UNSET,
     BadArgument,
     BadArgumentType,
     Calls,
@@ -34,7 +37,15 @@ from lockguide.redlock import Redlock
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Watchdog"]
+__all__ = ["DEFAULT_BOUND_TTLS", "Watchdog"]
+
+#: How long a watchdog renews by default, in TTLs (``max_total_ms = 10 * ttl_ms``). The Redis
+#: documentation asks for a limit on extensions, or a stuck holder keeps the lock for ever (a
+#: liveness property lost); ``max_total_ms=None`` renews until released (a leader).
+DEFAULT_BOUND_TTLS = 10
+
+#: Called once with the failure when the lease is lost (in the watchdog's thread, or its task).
+OnLost = Callable[[RenewalFailed], object]
 
 
 class WatchdogState:
@@ -95,7 +106,12 @@ class Renewer(WatchdogState):
     _spawn: Callable[[], Any]  # the renewing thread (not started yet) or task
     _wait: Callable[[float], Any]  # True once stop() is called (awaited in aio)
 
-    def _init_watchdog(self, lock: object, every_ms: object, max_total_ms: object) -> None:
+    _on_lost: OnLost | None = None
+    _bound: str = ""  # how the bound is described when it is reached
+
+    def _init_watchdog(
+        self, lock: object, every_ms: object, max_total_ms: object, on_lost: object = None
+    ) -> None:
         if not isinstance(lock, self._kinds):
             raise BadArgumentType(f"lock must be a {self._label}, not {type(lock).__name__}")
         self._lock = lock
@@ -108,9 +124,18 @@ class Renewer(WatchdogState):
                 "a renewal after the lease has run out comes too late"
             )
         self._every_s = interval / 1000.0
-        if max_total_ms is not None:
-            max_total_ms = check_ms(max_total_ms, "max_total_ms", positive=True) / 1000.0
-        self._max_total_s = max_total_ms
+        if on_lost is not None and not callable(on_lost):
+            raise BadArgumentType(f"on_lost must be a callable or None, not {on_lost!r}")
+        self._on_lost = on_lost
+        self._max_total_s: float | None = None  # None: until released (a leader)
+        if max_total_ms is UNSET:
+            bound_ms = float(DEFAULT_BOUND_TTLS * ttl_ms)
+            self._bound = f"{bound_ms:.0f} ms, the default: ten TTLs"
+            self._max_total_s = bound_ms / 1000.0
+        elif max_total_ms is not None:
+            bound_ms = check_ms(max_total_ms, "max_total_ms", positive=True)
+            self._bound = f"{bound_ms:.0f} ms"
+            self._max_total_s = bound_ms / 1000.0
         self._stop, self._lost = self._event(), self._event()
         self._until: float | None = None
 
@@ -134,8 +159,9 @@ class Renewer(WatchdogState):
                 left_s = self._lock.validity_remaining_ms() / 1000.0
                 if not (yield functools.partial(self._wait, left_s)):
                     self._fail(
-                        "the watchdog stopped renewing after max_total_ms (its bound) "
-                        "and the lease ran out"
+                        f"the watchdog stopped renewing after max_total_ms ({self._bound}) "
+                        "and the lease ran out; pass a larger max_total_ms for longer work, "
+                        "or None to renew until released"
                     )
                 return
             try:
@@ -158,6 +184,22 @@ class Renewer(WatchdogState):
                 return min(self._every_s, left_ms / 4000.0)  # type: ignore[no-any-return]
             self._fail(f"Redis did not answer ({error!r}) before the lease ran out", error)
         return None
+
+    def _fail(self, reason: str, cause: BaseException | None = None) -> None:
+        first = self._error is None
+        super()._fail(reason, cause)
+        if first:
+            self._stop_the_work()
+
+    def _stop_the_work(self) -> None:
+        """Tell the holder the lease is lost: ``on_lost`` (the aio watchdog also cancels)."""
+        error = self._error
+        if self._on_lost is None or error is None:
+            return
+        try:
+            self._on_lost(error)
+        except Exception as raised:  # the loss is reported all the same
+            error.add_note(f"lockguide: on_lost raised {raised!r}")
 
     def _release_calls(self) -> Calls:
         yield self.stop  # type: ignore[attr-defined]
@@ -190,13 +232,29 @@ class Watchdog(Renewer):
     """Renew a held ``Lock``, ``FencedLock`` or ``Redlock`` from a background thread.
 
     Every ``every_ms`` it extends the lease, until the holder releases it, a renewal
-    finds the key gone or someone else's, or ``max_total_ms`` has passed. A failure is
-    never silent: :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release`.
+    finds the key gone or someone else's, Redis stays silent until the lease runs out,
+    or ``max_total_ms`` has passed. A failure is never silent: ``on_lost`` is called,
+    :attr:`lost_event` is set, :meth:`check` raises, and so does :meth:`release`.
+
+    A running thread cannot be stopped from outside (Python has no safe way to), so the
+    work stops where it looks: :meth:`check` between steps, a worker waiting on
+    :attr:`lost_event`, or ``on_lost`` killing a child process that does the work.
+    ``lockguide.aio.Watchdog`` cancels the body of its ``async with`` instead.
+
+    Bounded by default. The Redis documentation (*Distributed Locks with Redis*) asks
+    that extensions be limited, or a holder that is stuck, not dead, keeps the lock for
+    ever: so a job's watchdog renews for at most ten TTLs (:data:`DEFAULT_BOUND_TTLS`),
+    then lets the lease run out and reports it. Work that may run longer passes its own
+    bound, above its slowest run measured; a leader, which must renew for as long as it
+    leads, passes ``max_total_ms=None``.
 
     Args:
         lock: the lock to keep alive; ``with Watchdog(lock):`` acquires it if needed.
         every_ms: time between renewals, below the TTL (default: a third of it).
-        max_total_ms: if given, renew for at most this long (default: until released).
+        max_total_ms: renew for at most this long (default: ten TTLs; ``None``: until
+            released).
+        on_lost: called once, from the watchdog's thread, with the ``RenewalFailed``
+            error when the lease is lost; an exception it raises becomes a note on it.
 
     Example::
 
@@ -213,9 +271,10 @@ class Watchdog(Renewer):
         lock: Lock | Redlock,
         *,
         every_ms: float | None = None,
-        max_total_ms: float | None = None,
+        max_total_ms: float | None = UNSET,
+        on_lost: OnLost | None = None,
     ) -> None:
-        self._init_watchdog(lock, every_ms, max_total_ms)
+        self._init_watchdog(lock, every_ms, max_total_ms, on_lost)
 
     @property
     def lost_event(self) -> threading.Event:
