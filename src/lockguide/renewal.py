@@ -209,6 +209,8 @@ class Renewer(WatchdogState):
                     yield self._lock.release
                 except LockError as error:
                     raise self._error from error
+                except Exception as error:  # Redis silent again: the loss is the news
+                    note_failed_release(self._error, self._lock.key, error)
             raise self._error
         yield self._lock.release
 

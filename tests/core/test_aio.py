@@ -633,10 +633,11 @@ def key_deleted(r: redis.Redis, lock: AnyLock) -> None:
 
 
 def redis_unreachable(r: redis.Redis, lock: AnyLock) -> None:
-    async def extend(ttl_ms: int | None = None) -> None:
+    async def unreachable(*args: Any) -> None:
         raise RedisConnectionError("no route to host")
 
-    lock.extend = extend  # type: ignore[method-assign]
+    lock.extend = unreachable  # type: ignore[method-assign]
+    lock.release = unreachable  # type: ignore[method-assign]  # (leaving: RenewalFailed still)
 
 
 LOSSES: dict[str, tuple[Callable[[redis.Redis, AnyLock], None], dict[str, Any], str]] = {
