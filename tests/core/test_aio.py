@@ -636,7 +636,7 @@ def redis_unreachable(r: redis.Redis, lock: AnyLock) -> None:
     async def unreachable(*args: Any) -> None:
         raise RedisConnectionError("no route to host")
 
-    lock.extend = unreachable  # type: ignore[method-assign]
+    lock.extend = unreachable  # type: ignore[method-assign, assignment]
     lock.release = unreachable  # type: ignore[method-assign]  # (leaving: RenewalFailed still)
 
 
