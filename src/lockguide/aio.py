@@ -336,6 +336,7 @@ class Watchdog(renewal.Renewer):
     _body: asyncio.Task[Any] | None = None  # the task inside `async with`, until it leaves
     _cancelled_body = False  # this watchdog cancelled it
     _body_cancelling = 0  # its cancellation requests when it entered
+    _deadline: asyncio.TimerHandle | None = None  # the lease's end on this clock
 
     def __init__(
         self,
@@ -357,11 +358,17 @@ class Watchdog(renewal.Renewer):
         """Whether the renewal task is still running."""
         return self._runner is not None and not self._runner.done()
 
+    def start(self) -> None:
+        """Start renewing the held lock (``NotOwned`` if it is not held)."""
+        super().start()
+        self._renewed()
+
     async def stop(self) -> None:
         """Stop renewing, without releasing the lock; an extension in flight finishes first,
         even if the caller is cancelled meanwhile (then the cancellation is raised).
         """
         self._stop.set()
+        self._renewed()  # disarms the deadline
         runner, cancelled = self._runner, None
         while runner is not None and runner is not _task() and not runner.done():
             try:
@@ -406,7 +413,28 @@ class Watchdog(renewal.Renewer):
         if late is not None:
             raise late
 
+    def _renewed(self) -> None:
+        """(Re)arm the deadline at the lease's end: a renewal still unanswered by then (Redis
+        frozen, a request timeout longer than the lease's rest) does not delay the loss.
+        """
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self._error is None and not self._stop.is_set():
+            left_s = max(self._lock.validity_remaining_ms() / 1000.0, 0.0)
+            self._deadline = asyncio.get_running_loop().call_later(left_s, self._at_deadline)
+
+    def _at_deadline(self) -> None:
+        self._deadline = None
+        if self._error is not None or self._stop.is_set() or not self._lock.held:
+            return  # (not held: released by its holder, not lost)
+        if self._lock.validity_remaining_ms() > 0:
+            self._renewed()  # renewed meanwhile
+        else:
+            self._fail(self._ran_out())
+
     def _stop_the_work(self) -> None:
+        self._renewed()  # disarms the deadline (the lease is lost)
         super()._stop_the_work()
         if self._body is not None and not self._cancelled_body:
             self._cancelled_body = self._body.cancel()

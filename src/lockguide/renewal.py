@@ -155,14 +155,12 @@ class Renewer(WatchdogState):
         """Renew every ``every_ms`` (sooner after a Redis error) until stopped, lost or bounded."""
         wait: float | None = self._every_s
         while wait is not None and not (yield functools.partial(self._wait, wait)):
-            if self._until is not None and time.monotonic() >= self._until:
+            if self._error is not None:  # declared lost meanwhile (the aio deadline)
+                return
+            if self._bounded():
                 left_s = self._lock.validity_remaining_ms() / 1000.0
                 if not (yield functools.partial(self._wait, left_s)):
-                    self._fail(
-                        f"the watchdog stopped renewing after max_total_ms ({self._bound}) "
-                        "and the lease ran out; pass a larger max_total_ms for longer work, "
-                        "or None to renew until released"
-                    )
+                    self._fail(self._ran_out())
                 return
             try:
                 yield self._lock.extend
@@ -170,7 +168,25 @@ class Renewer(WatchdogState):
                 wait = self._after(error)
             else:
                 self._renewals += 1
+                self._renewed()
                 wait = self._every_s
+
+    def _bounded(self) -> bool:
+        """Whether ``max_total_ms`` has passed: no more renewals."""
+        return self._until is not None and time.monotonic() >= self._until
+
+    def _ran_out(self) -> str:
+        """Why the lease ran out with no renewal: the bound, or Redis silent meanwhile."""
+        if self._bounded():
+            return (
+                f"the watchdog stopped renewing after max_total_ms ({self._bound}) and the "
+                "lease ran out; pass a larger max_total_ms for longer work, or None to renew "
+                "until released"
+            )
+        return "Redis did not answer a renewal before the lease ran out"
+
+    def _renewed(self) -> None:
+        """After each renewal (the aio watchdog moves its deadline)."""
 
     def _after(self, error: BaseException) -> float | None:
         """The wait before the next renewal after one that raised ``error`` (``None``: stop)."""

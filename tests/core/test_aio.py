@@ -31,6 +31,7 @@ import pytest
 import redis
 import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import lockguide
 from lockguide import (
@@ -676,13 +677,50 @@ def test_a_lost_lease_cancels_the_body_of_async_with_and_leaving_raises(
             seen.append(type(chain))
             chain = chain.__context__
         assert asyncio.CancelledError in seen, "raised while the body's cancellation was handled"
-        assert not lock.held
+        if loss == "redis unreachable":  # the release got no answer either: kept, retryable
+            assert lock.held
+            assert "releasing" in " ".join(getattr(lost.value, "__notes__", []))
+        else:
+            assert not lock.held
         task = asyncio.current_task()
         assert task is not None
         assert task.cancelling() == 0, "nothing left to cancel this task"
         await asyncio.sleep(0)  # and it runs on normally
         if loss == "key taken":
             assert r.get(KEY) == b"someone else", "the new owner's key is left alone"
+        await lock.aclose()
+
+    run(main)
+
+
+def test_a_renewal_unanswered_at_the_leases_end_does_not_delay_the_cancellation(
+    backend: Backend,
+) -> None:
+    """Redis frozen: the renewal waits out its request timeout; the body stops at the lease end."""
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=150)
+
+        async def frozen(ttl_ms: int | None = None) -> None:
+            await asyncio.sleep(1.0)  # a request timeout far past the lease's rest
+            raise RedisTimeoutError("no reply within 1000 ms")
+
+        lock.extend = frozen  # type: ignore[method-assign]
+        cancelled_after: list[float] = []
+
+        async def job() -> None:
+            async with Watchdog(lock, every_ms=50):
+                started = time.monotonic()
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    cancelled_after.append(time.monotonic() - started)
+                    raise
+
+        with pytest.raises(RenewalFailed, match="did not answer"):
+            await asyncio.wait_for(job(), 5.0)
+        assert cancelled_after, "the body was cancelled"
+        assert cancelled_after[0] < 0.6, f"at the lease's end, not {cancelled_after[0]:.2f} s"
         await lock.aclose()
 
     run(main)
