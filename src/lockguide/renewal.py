@@ -259,7 +259,8 @@ class Watchdog(Renewer):
     :attr:`lost_event`, or ``on_lost`` killing a child process that does the work.
     ``lockguide.aio.Watchdog`` cancels the body of its ``async with`` instead.
 
-    Bounded by default. The Redis documentation (*Distributed Locks with Redis*) asks
+    Bounded by default. The Redis documentation, *Distributed Locks with Redis*
+    (https://redis.io/docs/latest/develop/clients/patterns/distributed-locks/), asks
     that extensions be limited, or a holder that is stuck, not dead, keeps the lock for
     ever: so a job's watchdog renews for at most ten TTLs (:data:`DEFAULT_BOUND_TTLS`),
     then lets the lease run out and reports it. Work that may run longer passes its own
