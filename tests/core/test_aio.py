@@ -554,9 +554,14 @@ def test_the_watchdog_flags_a_lost_key_and_leaves_the_new_owner_alone(backend: B
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=200)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         r.set(KEY, "someone else", px=10_000)
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
+        await asyncio.sleep(0.05)
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0, "started with start(), the watchdog cancels nobody"
         with pytest.raises(RenewalFailed, match="held by another owner"):
             dog.check()
         with pytest.raises(RenewalFailed):
@@ -575,7 +580,8 @@ def test_a_holder_releasing_the_lock_itself_ends_the_watchdog_task_quietly(
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=300)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         await lock.release()  # not through the watchdog: its next renewal finds no lock
         deadline = time.monotonic() + 5.0
         while dog.running and time.monotonic() < deadline:
@@ -591,7 +597,8 @@ def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> N
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=150)
         dog = Watchdog(lock, every_ms=40, max_total_ms=100)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         started = time.monotonic()
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
         # It renews for 100 ms (renewals at 40 and 80 ms; the second may come after the bound
@@ -611,7 +618,8 @@ def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(backend: Back
         masters = backend.async_masters()
         lock = Redlock(masters, KEY, ttl_ms=1_000, node_timeout_ms=250, max_extensions=2)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
         assert_the_limit_was_reported(dog, 2)
         with pytest.raises(RenewalFailed):
@@ -827,7 +835,8 @@ def test_on_lost_is_called_once_in_the_event_loop_with_the_error(backend: Backen
         lock = Lock(backend.async_client(), KEY, ttl_ms=150)
         told: list[tuple[BaseException, asyncio.Task[Any] | None]] = []
         dog = Watchdog(lock, every_ms=30, on_lost=lambda e: told.append((e, _current())))
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         r.delete(KEY)
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
         await asyncio.sleep(0.1)
