@@ -1,7 +1,7 @@
 """A watchdog that keeps a held lease alive, and stops the work when it cannot.
 
 It is for slow work, not pauses: a paused process (watchdog included) is refused only by fencing.
-By default it renews for at most ten TTLs (:data:`DEFAULT_BOUND_TTLS`); a leader, which must
+By default it renews for at most ten TTLs (``DEFAULT_BOUND_TTLS``); a leader, which must
 renew for as long as it leads, says so with ``max_total_ms=None``.
 """
 
@@ -262,7 +262,7 @@ class Watchdog(Renewer):
     Bounded by default. The Redis documentation, *Distributed Locks with Redis*
     (https://redis.io/docs/latest/develop/clients/patterns/distributed-locks/), asks
     that extensions be limited, or a holder that is stuck, not dead, keeps the lock for
-    ever: so a job's watchdog renews for at most ten TTLs (:data:`DEFAULT_BOUND_TTLS`),
+    ever: so a job's watchdog renews for at most ten TTLs (``DEFAULT_BOUND_TTLS``),
     then lets the lease run out and reports it. Work that may run longer passes its own
     bound, above its slowest run measured; a leader, which must renew for as long as it
     leads, passes ``max_total_ms=None``.
