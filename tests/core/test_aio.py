@@ -791,6 +791,43 @@ def test_only_the_watchdogs_own_cancellation_becomes_renewal_failed(backend: Bac
     run(main)
 
 
+def test_a_body_that_handles_the_cancellation_still_hears_of_the_loss(backend: Backend) -> None:
+    """A body that swallows the cancellation leaves with RenewalFailed; one that raises its
+    own error keeps it, with the loss noted on it."""
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=150)
+
+        async def swallows() -> None:
+            async with Watchdog(lock, every_ms=30):
+                r.delete(KEY)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(3600)
+
+        with pytest.raises(RenewalFailed, match="gone"):
+            await asyncio.wait_for(swallows(), 5.0)
+
+        async def raises_its_own() -> None:
+            async with Watchdog(lock, every_ms=30):
+                r.delete(KEY)
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    raise ValueError("the body's own error") from None
+
+        with pytest.raises(ValueError, match="the body's own error") as own:
+            await asyncio.wait_for(raises_its_own(), 5.0)
+        notes = " ".join(getattr(own.value, "__notes__", []))
+        assert "the watchdog had cancelled this body" in notes
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0
+        await lock.aclose()
+
+    run(main)
+
+
 def test_under_anyio_a_lost_lease_cancels_the_body_and_a_scope_keeps_its_own(
     backend: Backend,
 ) -> None:
