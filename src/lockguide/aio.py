@@ -431,7 +431,7 @@ class Watchdog(renewal.Renewer):
         if self._lock.validity_remaining_ms() > 0:
             self._renewed()  # renewed meanwhile
         else:
-            self._fail(self._ran_out())
+            self._fail(self._ran_out(), self._renewal_error)
 
     def _stop_the_work(self) -> None:
         self._renewed()  # disarms the deadline (the lease is lost)

@@ -108,6 +108,7 @@ class Renewer(WatchdogState):
 
     _on_lost: OnLost | None = None
     _bound: str = ""  # how the bound is described when it is reached
+    _renewal_error: BaseException | None = None  # the last renewal's, until one succeeds
 
     def _init_watchdog(
         self, lock: object, every_ms: object, max_total_ms: object, on_lost: object = None
@@ -168,6 +169,7 @@ class Renewer(WatchdogState):
                 wait = self._after(error)
             else:
                 self._renewals += 1
+                self._renewal_error = None
                 self._renewed()
                 wait = self._every_s
 
@@ -183,7 +185,11 @@ class Renewer(WatchdogState):
                 "lease ran out; pass a larger max_total_ms for longer work, or None to renew "
                 "until released"
             )
-        return "Redis did not answer a renewal before the lease ran out"
+        last = "" if self._renewal_error is None else f"; the last: {self._renewal_error!r}"
+        return (
+            "no renewal was answered before the lease ran out on this process's clock "
+            f"(Redis silent or slow, or this process paused{last})"
+        )
 
     def _renewed(self) -> None:
         """After each renewal (the aio watchdog moves its deadline)."""
@@ -195,17 +201,21 @@ class Renewer(WatchdogState):
         elif isinstance(error, ExtensionLimitReached):
             self._fail(f"the lock's max_extensions ({error.max_extensions}) was reached", error)
         elif not isinstance(error, NotOwned):  # (NotOwned: released by the holder)
+            self._renewal_error = error
             left_ms = self._lock.validity_remaining_ms()
             if left_ms > 0:
                 return min(self._every_s, left_ms / 4000.0)  # type: ignore[no-any-return]
-            self._fail(f"Redis did not answer ({error!r}) before the lease ran out", error)
+            self._fail(self._ran_out(), error)
         return None
 
     def _fail(self, reason: str, cause: BaseException | None = None) -> None:
+        if self._first_failure(reason, cause):
+            self._stop_the_work()  # once, and outside any lock (on_lost may call stop())
+
+    def _first_failure(self, reason: str, cause: BaseException | None) -> bool:
         first = self._error is None
         super()._fail(reason, cause)
-        if first:
-            self._stop_the_work()
+        return first
 
     def _stop_the_work(self) -> None:
         """Tell the holder the lease is lost: ``on_lost`` (the aio watchdog also cancels)."""
@@ -272,8 +282,9 @@ class Watchdog(Renewer):
         every_ms: time between renewals, below the TTL (default: a third of it).
         max_total_ms: renew for at most this long (default: ten TTLs; ``None``: until
             released).
-        on_lost: called once, from the watchdog's thread, with the ``RenewalFailed``
-            error when the lease is lost; an exception it raises becomes a note on it.
+        on_lost: called once, from one of the watchdog's threads (the renewing one, or
+            the one that notices the lease's end while a renewal is unanswered), with the
+            ``RenewalFailed`` error; an exception it raises becomes a note on it.
 
     Example::
 
@@ -285,6 +296,8 @@ class Watchdog(Renewer):
 
     _kinds, _label, _event = (Lock, Redlock), "Lock, FencedLock or Redlock", threading.Event
 
+    _deadline: threading.Thread | None = None  # declares the loss at the lease's end
+
     def __init__(
         self,
         lock: Lock | Redlock,
@@ -294,6 +307,7 @@ class Watchdog(Renewer):
         on_lost: OnLost | None = None,
     ) -> None:
         self._init_watchdog(lock, every_ms, max_total_ms, on_lost)
+        self._failing = threading.Lock()
 
     @property
     def lost_event(self) -> threading.Event:
@@ -305,11 +319,19 @@ class Watchdog(Renewer):
         """Whether the renewal thread is alive."""
         return self._runner is not None and self._runner.is_alive()
 
+    def start(self) -> None:
+        """Start renewing the held lock (``NotOwned`` if it is not held)."""
+        super().start()
+        name = f"lockguide-watchdog-deadline:{self._lock.key}"
+        self._deadline = threading.Thread(target=self._watch_deadline, name=name, daemon=True)
+        self._deadline.start()
+
     def stop(self) -> None:
         """Stop renewing, without releasing the lock; waits for an extension in flight."""
         self._stop.set()
-        if self._runner is not None and self._runner is not threading.current_thread():
-            self._runner.join()
+        for thread in (self._runner, self._deadline):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
 
     def release(self) -> None:
         """Stop renewing, then release the lock.
@@ -335,6 +357,23 @@ class Watchdog(Renewer):
 
     def _wait(self, seconds: float) -> bool:
         return bool(self._stop.wait(seconds))
+
+    def _first_failure(self, reason: str, cause: BaseException | None) -> bool:
+        with self._failing:  # the renewal and the deadline may both notice
+            return super()._first_failure(reason, cause)
+
+    def _watch_deadline(self) -> None:
+        """Declare the loss at the lease's end on this clock, even while a renewal is still
+        unanswered (Redis frozen, a request timeout longer than the lease's rest).
+        """
+        while self._error is None:
+            left_s = self._lock.validity_remaining_ms() / 1000.0
+            if left_s <= 0:
+                if self._lock.held and not self._stop.is_set():  # (not held: released)
+                    self._fail(self._ran_out(), self._renewal_error)
+                return
+            if self._stop.wait(left_s):
+                return
 
     def _run(self) -> None:
         try:

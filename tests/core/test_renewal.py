@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lockguide import (
     BadArgument,
@@ -200,7 +201,7 @@ def test_redis_unreachable_until_the_lease_ends_is_flagged(
     dog = watch(lock, every_ms=40)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
-    with pytest.raises(RenewalFailed, match="did not answer") as failed:
+    with pytest.raises(RenewalFailed, match="answer") as failed:
         dog.check()
     assert isinstance(failed.value.__cause__, error)
 
@@ -265,6 +266,32 @@ def test_on_lost_is_called_once_from_the_watchdog_thread_with_the_error(
     with pytest.raises(RenewalFailed):
         dog.release()
     assert len(told) == 1, "not again on release"
+
+
+def test_a_renewal_unanswered_at_the_leases_end_does_not_delay_the_loss(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
+) -> None:
+    """Redis frozen: the renewing thread waits out its request timeout; the loss is declared
+    (event, on_lost) at the lease's end on this clock."""
+    lock = Lock(r, KEY, ttl_ms=150)
+
+    def frozen(ttl_ms: int | None = None) -> None:
+        time.sleep(1.0)  # a request timeout far past the lease's rest
+        raise RedisTimeoutError("no reply within 1000 ms")
+
+    monkeypatch.setattr(lock, "extend", frozen)
+    told: list[str] = []
+    dog = watch(lock, every_ms=50, on_lost=lambda error: told.append(error.reason))
+    started = time.monotonic()
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    assert time.monotonic() - started < 0.6, "at the lease's end, not when the request gave up"
+    assert wait_until(lambda: bool(told))
+    with pytest.raises(RenewalFailed, match="no renewal was answered"):
+        dog.check()
+    with pytest.raises(RenewalFailed):
+        dog.release()
+    assert told == [dog.error.reason if dog.error else None], "called once"
 
 
 def test_on_lost_stops_work_in_a_child_process_and_wakes_a_waiting_worker(
