@@ -113,7 +113,7 @@ def test_renewal_stops_at_release_and_never_revives_the_key(r: redis.Redis, watc
 
 
 def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(r: redis.Redis, watch: Watch) -> None:
-    lock = Lock(r, KEY, ttl_ms=200)
+    lock = Lock(r, KEY, ttl_ms=1_000)
     dog = watch(lock, every_ms=40)
     dog.__enter__()
     r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands it to B
@@ -250,7 +250,7 @@ def test_on_lost_is_called_once_from_the_watchdog_thread_with_the_error(
     r: redis.Redis, watch: Watch
 ) -> None:
     told: list[tuple[BaseException, threading.Thread]] = []
-    lock = Lock(r, KEY, ttl_ms=150)
+    lock = Lock(r, KEY, ttl_ms=1_000)
     dog = watch(lock, every_ms=30, on_lost=lambda e: told.append((e, threading.current_thread())))
     dog.__enter__()
     r.set(KEY, "someone else", px=10_000)
@@ -300,7 +300,7 @@ def test_on_lost_stops_work_in_a_child_process_and_wakes_a_waiting_worker(
     """The pattern the page shows: work that cannot check is run where it can be killed."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        lock = Lock(r, KEY, ttl_ms=150)
+        lock = Lock(r, KEY, ttl_ms=1_000)
         dog = watch(lock, every_ms=30, on_lost=lambda error: child.kill())
         dog.__enter__()
         r.delete(KEY)
@@ -319,7 +319,7 @@ def test_an_on_lost_that_raises_is_noted_on_the_error_and_the_loss_still_reporte
     def broken(error: RenewalFailed) -> None:
         raise RuntimeError("a bug in the callback")
 
-    lock = Lock(r, KEY, ttl_ms=150)
+    lock = Lock(r, KEY, ttl_ms=1_000)
     dog = watch(lock, every_ms=30, on_lost=broken)
     dog.__enter__()
     r.delete(KEY)
