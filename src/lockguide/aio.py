@@ -339,19 +339,34 @@ class Redlock(RedlockSteps, AsyncLease):
 class Watchdog(renewal.Renewer):
     """:class:`lockguide.Watchdog` as an asyncio task: renew a held async :class:`Lock`,
     :class:`FencedLock` or :class:`Redlock` (``async with Watchdog(lock):`` acquires it).
+
+    A lost lease stops the work. Inside ``async with Watchdog(lock):`` the body is
+    cancelled when the lease is lost (the key gone or someone else's, Redis silent until
+    the lease ran out, the bound or a Redlock's ``max_extensions`` reached), as
+    ``asyncio.timeout`` cancels its body, and leaving raises ``RenewalFailed``. Only that
+    cancellation becomes ``RenewalFailed``: a cancellation from outside (``task.cancel()``,
+    ``wait_for``, an anyio scope), even one arriving at the same moment, still propagates.
+    Started with :meth:`start` instead, it cancels nothing: poll :meth:`check` or await
+    :attr:`lost_event`. The default bound and ``on_lost`` are :class:`lockguide.Watchdog`'s
+    (``on_lost`` is called in the event loop, before the body is cancelled).
     """
 
     _kinds, _label = (Lock, Redlock), "lockguide.aio Lock, FencedLock or Redlock"
     _event, _repr_prefix = asyncio.Event, "aio."
+    _body: asyncio.Task[Any] | None = None  # the task inside `async with`, until it leaves
+    _cancelled_body = False  # this watchdog cancelled it
+    _body_cancelling = 0  # its cancellation requests when it entered
+    _deadline: asyncio.TimerHandle | None = None  # the lease's end on this clock
 
     def __init__(
         self,
         lock: Lock | Redlock,
         *,
         every_ms: float | None = None,
-        max_total_ms: float | None = None,
+        max_total_ms: float | None = UNSET,
+        on_lost: renewal.OnLost | None = None,
     ) -> None:
-        self._init_watchdog(lock, every_ms, max_total_ms)
+        self._init_watchdog(lock, every_ms, max_total_ms, on_lost)
 
     @property
     def lost_event(self) -> asyncio.Event:
@@ -363,11 +378,25 @@ class Watchdog(renewal.Renewer):
         """Whether the renewal task is still running."""
         return self._runner is not None and not self._runner.done()
 
+    def start(self) -> None:
+        """Start renewing the held lock (``NotOwned`` if it is not held)."""
+        super().start()
+        self._renewed()
+
     async def stop(self) -> None:
-        """Stop renewing, without releasing the lock; an extension in flight finishes first."""
+        """Stop renewing, without releasing the lock; an extension in flight finishes first,
+        even if the caller is cancelled meanwhile (then the cancellation is raised).
+        """
         self._stop.set()
-        if self._runner is not None and self._runner is not _task():
-            await asyncio.shield(self._runner)
+        self._renewed()  # disarms the deadline
+        runner, cancelled = self._runner, None
+        while runner is not None and runner is not _task() and not runner.done():
+            try:
+                await asyncio.wait((runner,))
+            except asyncio.CancelledError as error:  # once, or anyio's at every await
+                cancelled = error
+        if cancelled is not None:
+            raise cancelled
 
     async def release(self) -> None:
         """Stop renewing, then release the lock (:meth:`lockguide.Watchdog.release`)."""
@@ -377,11 +406,58 @@ class Watchdog(renewal.Renewer):
         if not self._lock.held:
             await self._lock.__aenter__()  # acquires, or raises NotAcquired
         self.start()
+        body = _task()
+        if body is not None:  # no await from here to the body: a loss cancels the body only
+            self._body, self._body_cancelling = body, body.cancelling()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        """Stop renewing and release; the body's own exception always wins."""
-        await self._lock._go(self._exit_calls(exc_info[1]))
+        """Stop renewing and release; the body's own exception always wins, except the
+        cancellation this watchdog caused, which leaves as ``RenewalFailed``.
+        """
+        body, self._body = self._body, None  # from here on, a loss cancels nothing
+        exc, ours_alone = exc_info[1], False
+        if body is not None and self._cancelled_body:
+            ours_alone = body.uncancel() <= self._body_cancelling  # as asyncio.timeout counts
+            ours_alone &= isinstance(exc, asyncio.CancelledError)
+            if exc is not None and not ours_alone and self._error is not None:
+                exc.add_note(f"lockguide: the watchdog had cancelled this body: {self._error}")
+        late: asyncio.CancelledError | None = None  # a cancellation while leaving
+        try:
+            await self.stop()
+        except asyncio.CancelledError as error:
+            late = error
+        if ours_alone and late is None:
+            await self._lock._go(self._release_calls())  # raises the RenewalFailed
+        await self._lock._go(self._exit_calls(late or exc))  # releases; notes, never replaces
+        if late is not None:
+            raise late
+
+    def _renewed(self) -> None:
+        """(Re)arm the deadline at the lease's end: a renewal still unanswered by then (Redis
+        frozen, a request timeout longer than the lease's rest) does not delay the loss.
+        """
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self._error is None and not self._stop.is_set():
+            left_s = max(self._lock.validity_remaining_ms() / 1000.0, 0.0)
+            self._deadline = asyncio.get_running_loop().call_later(left_s, self._at_deadline)
+
+    def _at_deadline(self) -> None:
+        self._deadline = None
+        if self._error is not None or self._stop.is_set() or not self._lock.held:
+            return  # (not held: released by its holder, not lost)
+        if self._lock.validity_remaining_ms() > 0:
+            self._renewed()  # renewed meanwhile
+        else:
+            self._fail(self._ran_out(), self._renewal_error)
+
+    def _stop_the_work(self) -> None:
+        self._renewed()  # disarms the deadline (the lease is lost)
+        super()._stop_the_work()
+        if self._body is not None and not self._cancelled_body:
+            self._cancelled_body = self._body.cancel()
 
     def _spawn(self) -> asyncio.Task[None]:
         return asyncio.ensure_future(self._renew())

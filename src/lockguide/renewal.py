@@ -1,6 +1,8 @@
-"""A watchdog that keeps a held lease alive, and says so when it cannot.
+"""A watchdog that keeps a held lease alive, and stops the work when it cannot.
 
 It is for slow work, not pauses: a paused process (watchdog included) is refused only by fencing.
+By default it renews for at most ten TTLs (``DEFAULT_BOUND_TTLS``); a leader, which must
+renew for as long as it leads, says so with ``max_total_ms=None``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from lockguide._core import (
+    UNSET,
     BadArgument,
     BadArgumentType,
     Calls,
@@ -34,7 +37,15 @@ from lockguide.redlock import Redlock
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Watchdog"]
+__all__ = ["DEFAULT_BOUND_TTLS", "Watchdog"]
+
+#: How long a watchdog renews by default, in TTLs (``max_total_ms = 10 * ttl_ms``). The Redis
+#: documentation asks for a limit on extensions, or a stuck holder keeps the lock for ever (a
+#: liveness property lost); ``max_total_ms=None`` renews until released (a leader).
+DEFAULT_BOUND_TTLS = 10
+
+#: Called once with the failure when the lease is lost (in the watchdog's thread, or its task).
+OnLost = Callable[[RenewalFailed], object]
 
 
 class WatchdogState:
@@ -95,7 +106,13 @@ class Renewer(WatchdogState):
     _spawn: Callable[[], Any]  # the renewing thread (not started yet) or task
     _wait: Callable[[float], Any]  # True once stop() is called (awaited in aio)
 
-    def _init_watchdog(self, lock: object, every_ms: object, max_total_ms: object) -> None:
+    _on_lost: OnLost | None = None
+    _bound: str = ""  # how the bound is described when it is reached
+    _renewal_error: BaseException | None = None  # the last renewal's, until one succeeds
+
+    def _init_watchdog(
+        self, lock: object, every_ms: object, max_total_ms: object, on_lost: object = None
+    ) -> None:
         if not isinstance(lock, self._kinds):
             raise BadArgumentType(f"lock must be a {self._label}, not {type(lock).__name__}")
         self._lock = lock
@@ -108,9 +125,18 @@ class Renewer(WatchdogState):
                 "a renewal after the lease has run out comes too late"
             )
         self._every_s = interval / 1000.0
-        if max_total_ms is not None:
-            max_total_ms = check_ms(max_total_ms, "max_total_ms", positive=True) / 1000.0
-        self._max_total_s = max_total_ms
+        if on_lost is not None and not callable(on_lost):
+            raise BadArgumentType(f"on_lost must be a callable or None, not {on_lost!r}")
+        self._on_lost = on_lost
+        self._max_total_s: float | None = None  # None: until released (a leader)
+        if max_total_ms is UNSET:
+            bound_ms = float(DEFAULT_BOUND_TTLS * ttl_ms)
+            self._bound = f"{bound_ms:.0f} ms, the default: ten TTLs"
+            self._max_total_s = bound_ms / 1000.0
+        elif max_total_ms is not None:
+            bound_ms = check_ms(max_total_ms, "max_total_ms", positive=True)
+            self._bound = f"{bound_ms:.0f} ms"
+            self._max_total_s = bound_ms / 1000.0
         self._stop, self._lost = self._event(), self._event()
         self._until: float | None = None
 
@@ -130,13 +156,12 @@ class Renewer(WatchdogState):
         """Renew every ``every_ms`` (sooner after a Redis error) until stopped, lost or bounded."""
         wait: float | None = self._every_s
         while wait is not None and not (yield functools.partial(self._wait, wait)):
-            if self._until is not None and time.monotonic() >= self._until:
+            if self._error is not None:  # declared lost meanwhile (the aio deadline)
+                return
+            if self._bounded():
                 left_s = self._lock.validity_remaining_ms() / 1000.0
                 if not (yield functools.partial(self._wait, left_s)):
-                    self._fail(
-                        "the watchdog stopped renewing after max_total_ms (its bound) "
-                        "and the lease ran out"
-                    )
+                    self._fail(self._ran_out())
                 return
             try:
                 yield self._lock.extend
@@ -144,7 +169,30 @@ class Renewer(WatchdogState):
                 wait = self._after(error)
             else:
                 self._renewals += 1
+                self._renewal_error = None
+                self._renewed()
                 wait = self._every_s
+
+    def _bounded(self) -> bool:
+        """Whether ``max_total_ms`` has passed: no more renewals."""
+        return self._until is not None and time.monotonic() >= self._until
+
+    def _ran_out(self) -> str:
+        """Why the lease ran out with no renewal: the bound, or Redis silent meanwhile."""
+        if self._bounded():
+            return (
+                f"the watchdog stopped renewing after max_total_ms ({self._bound}) and the "
+                "lease ran out; pass a larger max_total_ms for longer work, or None to renew "
+                "until released"
+            )
+        last = "" if self._renewal_error is None else f"; the last: {self._renewal_error!r}"
+        return (
+            "no renewal was answered before the lease ran out on this process's clock "
+            f"(Redis silent or slow, or this process paused{last})"
+        )
+
+    def _renewed(self) -> None:
+        """After each renewal (the aio watchdog moves its deadline)."""
 
     def _after(self, error: BaseException) -> float | None:
         """The wait before the next renewal after one that raised ``error`` (``None``: stop)."""
@@ -153,11 +201,31 @@ class Renewer(WatchdogState):
         elif isinstance(error, ExtensionLimitReached):
             self._fail(f"the lock's max_extensions ({error.max_extensions}) was reached", error)
         elif not isinstance(error, NotOwned):  # (NotOwned: released by the holder)
+            self._renewal_error = error
             left_ms = self._lock.validity_remaining_ms()
             if left_ms > 0:
                 return min(self._every_s, left_ms / 4000.0)  # type: ignore[no-any-return]
-            self._fail(f"Redis did not answer ({error!r}) before the lease ran out", error)
+            self._fail(self._ran_out(), error)
         return None
+
+    def _fail(self, reason: str, cause: BaseException | None = None) -> None:
+        if self._first_failure(reason, cause):
+            self._stop_the_work()  # once, and outside any lock (on_lost may call stop())
+
+    def _first_failure(self, reason: str, cause: BaseException | None) -> bool:
+        first = self._error is None
+        super()._fail(reason, cause)
+        return first
+
+    def _stop_the_work(self) -> None:
+        """Tell the holder the lease is lost: ``on_lost`` (the aio watchdog also cancels)."""
+        error = self._error
+        if self._on_lost is None or error is None:
+            return
+        try:
+            self._on_lost(error)
+        except Exception as raised:  # the loss is reported all the same
+            error.add_note(f"lockguide: on_lost raised {raised!r}")
 
     def _release_calls(self) -> Calls:
         yield self.stop  # type: ignore[attr-defined]
@@ -167,6 +235,8 @@ class Renewer(WatchdogState):
                     yield self._lock.release
                 except LockError as error:
                     raise self._error from error
+                except Exception as error:  # Redis silent again: the loss is the news
+                    note_failed_release(self._error, self._lock.key, error)
             raise self._error
         yield self._lock.release
 
@@ -190,13 +260,31 @@ class Watchdog(Renewer):
     """Renew a held ``Lock``, ``FencedLock`` or ``Redlock`` from a background thread.
 
     Every ``every_ms`` it extends the lease, until the holder releases it, a renewal
-    finds the key gone or someone else's, or ``max_total_ms`` has passed. A failure is
-    never silent: :attr:`lost`, :attr:`lost_event`, :meth:`check` and :meth:`release`.
+    finds the key gone or someone else's, Redis stays silent until the lease runs out,
+    or ``max_total_ms`` has passed. A failure is never silent: ``on_lost`` is called,
+    :attr:`lost_event` is set, :meth:`check` raises, and so does :meth:`release`.
+
+    A running thread cannot be stopped from outside (Python has no safe way to), so the
+    work stops where it looks: :meth:`check` between steps, a worker waiting on
+    :attr:`lost_event`, or ``on_lost`` killing a child process that does the work.
+    ``lockguide.aio.Watchdog`` cancels the body of its ``async with`` instead.
+
+    Bounded by default. The Redis documentation, *Distributed Locks with Redis*
+    (https://redis.io/docs/latest/develop/clients/patterns/distributed-locks/), asks
+    that extensions be limited, or a holder that is stuck, not dead, keeps the lock for
+    ever: so a job's watchdog renews for at most ten TTLs (``DEFAULT_BOUND_TTLS``),
+    then lets the lease run out and reports it. Work that may run longer passes its own
+    bound, above its slowest run measured; a leader, which must renew for as long as it
+    leads, passes ``max_total_ms=None``.
 
     Args:
         lock: the lock to keep alive; ``with Watchdog(lock):`` acquires it if needed.
         every_ms: time between renewals, below the TTL (default: a third of it).
-        max_total_ms: if given, renew for at most this long (default: until released).
+        max_total_ms: renew for at most this long (default: ten TTLs; ``None``: until
+            released).
+        on_lost: called once, from one of the watchdog's threads (the renewing one, or
+            the one that notices the lease's end while a renewal is unanswered), with the
+            ``RenewalFailed`` error; an exception it raises becomes a note on it.
 
     Example::
 
@@ -208,14 +296,18 @@ class Watchdog(Renewer):
 
     _kinds, _label, _event = (Lock, Redlock), "Lock, FencedLock or Redlock", threading.Event
 
+    _deadline: threading.Thread | None = None  # declares the loss at the lease's end
+
     def __init__(
         self,
         lock: Lock | Redlock,
         *,
         every_ms: float | None = None,
-        max_total_ms: float | None = None,
+        max_total_ms: float | None = UNSET,
+        on_lost: OnLost | None = None,
     ) -> None:
-        self._init_watchdog(lock, every_ms, max_total_ms)
+        self._init_watchdog(lock, every_ms, max_total_ms, on_lost)
+        self._failing = threading.Lock()
 
     @property
     def lost_event(self) -> threading.Event:
@@ -227,11 +319,19 @@ class Watchdog(Renewer):
         """Whether the renewal thread is alive."""
         return self._runner is not None and self._runner.is_alive()
 
+    def start(self) -> None:
+        """Start renewing the held lock (``NotOwned`` if it is not held)."""
+        super().start()
+        name = f"lockguide-watchdog-deadline:{self._lock.key}"
+        self._deadline = threading.Thread(target=self._watch_deadline, name=name, daemon=True)
+        self._deadline.start()
+
     def stop(self) -> None:
         """Stop renewing, without releasing the lock; waits for an extension in flight."""
         self._stop.set()
-        if self._runner is not None and self._runner is not threading.current_thread():
-            self._runner.join()
+        for thread in (self._runner, self._deadline):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
 
     def release(self) -> None:
         """Stop renewing, then release the lock.
@@ -257,6 +357,23 @@ class Watchdog(Renewer):
 
     def _wait(self, seconds: float) -> bool:
         return bool(self._stop.wait(seconds))
+
+    def _first_failure(self, reason: str, cause: BaseException | None) -> bool:
+        with self._failing:  # the renewal and the deadline may both notice
+            return super()._first_failure(reason, cause)
+
+    def _watch_deadline(self) -> None:
+        """Declare the loss at the lease's end on this clock, even while a renewal is still
+        unanswered (Redis frozen, a request timeout longer than the lease's rest).
+        """
+        while self._error is None:
+            left_s = self._lock.validity_remaining_ms() / 1000.0
+            if left_s <= 0:
+                if self._lock.held and not self._stop.is_set():  # (not held: released)
+                    self._fail(self._ran_out(), self._renewal_error)
+                return
+            if self._stop.wait(left_s):
+                return
 
     def _run(self) -> None:
         try:

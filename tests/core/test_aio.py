@@ -30,6 +30,8 @@ import anyio
 import pytest
 import redis
 import redis.asyncio
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import lockguide
 from lockguide import (
@@ -548,11 +550,16 @@ def test_the_watchdog_flags_a_lost_key_and_leaves_the_new_owner_alone(backend: B
     r = backend.client()
 
     async def main() -> None:
-        lock = Lock(backend.async_client(), KEY, ttl_ms=200)
+        lock = Lock(backend.async_client(), KEY, ttl_ms=1_000)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         r.set(KEY, "someone else", px=10_000)
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
+        await asyncio.sleep(0.05)
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0, "started with start(), the watchdog cancels nobody"
         with pytest.raises(RenewalFailed, match="held by another owner"):
             dog.check()
         with pytest.raises(RenewalFailed):
@@ -571,7 +578,8 @@ def test_a_holder_releasing_the_lock_itself_ends_the_watchdog_task_quietly(
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=300)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         await lock.release()  # not through the watchdog: its next renewal finds no lock
         deadline = time.monotonic() + 5.0
         while dog.running and time.monotonic() < deadline:
@@ -587,7 +595,8 @@ def test_the_watchdog_is_bounded_then_the_loss_is_flagged(backend: Backend) -> N
     async def main() -> None:
         lock = Lock(backend.async_client(), KEY, ttl_ms=150)
         dog = Watchdog(lock, every_ms=40, max_total_ms=100)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         started = time.monotonic()
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
         # It renews for 100 ms (renewals at 40 and 80 ms; the second may come after the bound
@@ -607,13 +616,278 @@ def test_a_redlock_at_its_extension_limit_is_reported_as_the_limit(backend: Back
         masters = backend.async_masters()
         lock = Redlock(masters, KEY, ttl_ms=1_000, node_timeout_ms=250, max_extensions=2)
         dog = Watchdog(lock, every_ms=40)
-        await dog.__aenter__()
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
         await asyncio.wait_for(dog.lost_event.wait(), 5.0)
         assert_the_limit_was_reported(dog, 2)
         with pytest.raises(RenewalFailed):
             await dog.release()  # still held: deleted, then the failure raised
         assert not any(m.exists(KEY) for m in backend.masters())
         await lock.aclose()
+
+    run(main)
+
+
+# -- a lost lease stops the work: the body of `async with Watchdog` is cancelled ----------------
+
+
+def key_taken(r: redis.Redis, lock: AnyLock) -> None:
+    r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands the key to B
+
+
+def key_deleted(r: redis.Redis, lock: AnyLock) -> None:
+    r.delete(KEY)
+
+
+def redis_unreachable(r: redis.Redis, lock: AnyLock) -> None:
+    async def unreachable(*args: Any) -> None:
+        raise RedisConnectionError("no route to host")
+
+    lock.extend = unreachable  # type: ignore[method-assign, assignment]
+    lock.release = unreachable  # type: ignore[method-assign]  # (leaving: RenewalFailed still)
+
+
+LOSSES: dict[str, tuple[Callable[[redis.Redis, AnyLock], None], dict[str, Any], str]] = {
+    "key taken": (key_taken, {}, "held by another owner"),
+    "key deleted": (key_deleted, {}, "gone"),
+    "redis unreachable": (redis_unreachable, {}, "answer"),
+    "bound reached": (lambda r, lock: None, {"max_total_ms": 100}, "max_total_ms"),
+}
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=str)
+def test_a_lost_lease_cancels_the_body_of_async_with_and_leaving_raises(
+    backend: Backend, loss: str
+) -> None:
+    """As ``asyncio.timeout`` cancels its body: the body stops, leaving raises ``RenewalFailed``."""
+    r = backend.client()
+    lose, options, reason = LOSSES[loss]
+
+    async def main() -> None:
+        # A lease that must run out is short; one a renewal finds lost is long, so that a
+        # renewal delayed on a busy machine is still the one that notices.
+        ttl_ms = 150 if loss in ("redis unreachable", "bound reached") else 1_000
+        lock = Lock(backend.async_client(), KEY, ttl_ms=ttl_ms)
+        reached: list[str] = []
+
+        async def job() -> None:
+            async with Watchdog(lock, every_ms=30, **options):
+                lose(r, lock)
+                await asyncio.sleep(3600)  # the work, waiting on something slow
+                reached.append("the line after the work")
+
+        started = time.monotonic()
+        with pytest.raises(RenewalFailed, match=reason) as lost:
+            await asyncio.wait_for(job(), 5.0)  # today: the body sleeps on, wait_for times out
+        assert time.monotonic() - started < 4.0
+        assert reached == [], "the body was stopped where it waited"
+        chain, seen = lost.value.__context__, []
+        while chain is not None:
+            seen.append(type(chain))
+            chain = chain.__context__
+        assert asyncio.CancelledError in seen, "raised while the body's cancellation was handled"
+        if loss == "redis unreachable":  # the release got no answer either: kept, retryable
+            assert lock.held
+            assert "releasing" in " ".join(getattr(lost.value, "__notes__", []))
+        else:
+            assert not lock.held
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0, "nothing left to cancel this task"
+        await asyncio.sleep(0)  # and it runs on normally
+        if loss == "key taken":
+            assert r.get(KEY) == b"someone else", "the new owner's key is left alone"
+        await lock.aclose()
+
+    run(main)
+
+
+def test_a_renewal_unanswered_at_the_leases_end_does_not_delay_the_cancellation(
+    backend: Backend,
+) -> None:
+    """Redis frozen: the renewal waits out its request timeout; the body stops at the lease end."""
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=150)
+
+        async def frozen(ttl_ms: int | None = None) -> None:
+            await asyncio.sleep(1.0)  # a request timeout far past the lease's rest
+            raise RedisTimeoutError("no reply within 1000 ms")
+
+        lock.extend = frozen  # type: ignore[method-assign]
+        cancelled_after: list[float] = []
+
+        async def job() -> None:
+            async with Watchdog(lock, every_ms=50):
+                started = time.monotonic()
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    cancelled_after.append(time.monotonic() - started)
+                    raise
+
+        with pytest.raises(RenewalFailed, match="no renewal was answered"):
+            await asyncio.wait_for(job(), 5.0)
+        assert cancelled_after, "the body was cancelled"
+        assert cancelled_after[0] < 0.6, f"at the lease's end, not {cancelled_after[0]:.2f} s"
+        await lock.aclose()
+
+    run(main)
+
+
+def test_a_redlock_at_its_extension_limit_cancels_the_body(backend: Backend) -> None:
+    async def main() -> None:
+        masters = backend.async_masters()
+        lock = Redlock(masters, KEY, ttl_ms=1_000, node_timeout_ms=250, max_extensions=2)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(lock.aclose)
+            with pytest.raises(RenewalFailed, match=r"max_extensions \(2\)"):
+                async with asyncio.timeout(5.0), Watchdog(lock, every_ms=40):
+                    await asyncio.sleep(3600)
+        assert not lock.held
+        assert not any(m.exists(KEY) for m in backend.masters())
+
+    run(main)
+
+
+def test_only_the_watchdogs_own_cancellation_becomes_renewal_failed(backend: Backend) -> None:
+    """A cancellation from outside, arriving with the loss, still cancels the task."""
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=150)
+        dog = Watchdog(lock, every_ms=30)
+        entered = asyncio.Event()
+
+        async def job() -> None:
+            async with dog:
+                entered.set()
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(job())
+        await asyncio.wait_for(entered.wait(), 5.0)
+        r.set(KEY, "someone else", px=10_000)
+        async with asyncio.timeout(5.0):  # (not wait_for: its own task would wake a turn late)
+            await dog.lost_event.wait()
+        assert not task.done()
+        task.cancel()  # in the same turn: the task has not run since the watchdog cancelled it
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+        assert r.get(KEY) == b"someone else"
+
+        # And a wait_for deadline around a healthy lease is a TimeoutError, the key released.
+        healthy = Lock(backend.async_client(), KEY + ":2", ttl_ms=150)
+
+        async def slow() -> None:
+            async with Watchdog(healthy, every_ms=30):
+                await asyncio.sleep(3600)
+
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(slow(), 0.3)
+        assert r.exists(KEY + ":2") == 0
+        await lock.aclose()
+        await healthy.aclose()
+
+    run(main)
+
+
+def test_a_body_that_handles_the_cancellation_still_hears_of_the_loss(backend: Backend) -> None:
+    """A body that swallows the cancellation leaves with RenewalFailed; one that raises its
+    own error keeps it, with the loss noted on it."""
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=1_000)
+
+        async def swallows() -> None:
+            async with Watchdog(lock, every_ms=30):
+                r.delete(KEY)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(3600)
+
+        with pytest.raises(RenewalFailed, match="gone"):
+            await asyncio.wait_for(swallows(), 5.0)
+
+        async def raises_its_own() -> None:
+            async with Watchdog(lock, every_ms=30):
+                r.delete(KEY)
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    raise ValueError("the body's own error") from None
+
+        with pytest.raises(ValueError, match="the body's own error") as own:
+            await asyncio.wait_for(raises_its_own(), 5.0)
+        notes = " ".join(getattr(own.value, "__notes__", []))
+        assert "the watchdog had cancelled this body" in notes
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0
+        await lock.aclose()
+
+    run(main)
+
+
+def test_under_anyio_a_lost_lease_cancels_the_body_and_a_scope_keeps_its_own(
+    backend: Backend,
+) -> None:
+    """anyio's scopes (Starlette, FastAPI): one in the body does not swallow the watchdog's
+    cancellation; one around the block still catches its own deadline."""
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=1_000)
+        reached: list[str] = []
+        with anyio.CancelScope() as outer:
+
+            async def job() -> None:
+                async with Watchdog(lock, every_ms=30):
+                    r.delete(KEY)
+                    with anyio.move_on_after(60):  # the body's own scope: not its cancellation
+                        await anyio.sleep(3600)
+                    reached.append("the line after the inner scope")
+
+            with pytest.raises(RenewalFailed, match="gone"):
+                await job()
+        assert not outer.cancelled_caught
+        assert reached == []
+        assert not lock.held
+
+        dog = Watchdog(lock, every_ms=30)
+        with anyio.move_on_after(0.3) as scope:
+            async with dog:
+                await anyio.sleep(3600)
+        assert scope.cancelled_caught, "anyio's own deadline reached its scope"
+        assert not dog.lost
+        await lock.aclose()  # anyio cancels every await: the release finishes in the background
+        assert r.exists(KEY) == 0, "released on the way out"
+
+    anyio.run(main)
+
+
+def test_on_lost_is_called_once_in_the_event_loop_with_the_error(backend: Backend) -> None:
+    r = backend.client()
+
+    async def main() -> None:
+        lock = Lock(backend.async_client(), KEY, ttl_ms=1_000)
+        told: list[tuple[BaseException, asyncio.Task[Any] | None]] = []
+        dog = Watchdog(lock, every_ms=30, on_lost=lambda e: told.append((e, _current())))
+        assert await lock.acquire(blocking=False)
+        dog.start()  # not `async with`: this task is told, not cancelled
+        r.delete(KEY)
+        await asyncio.wait_for(dog.lost_event.wait(), 5.0)
+        await asyncio.sleep(0.1)
+        assert len(told) == 1
+        assert told[0][0] is dog.error
+        assert told[0][1] is not None
+        assert told[0][1] is not asyncio.current_task()
+        with pytest.raises(RenewalFailed):
+            await dog.release()
+        await lock.aclose()
+
+    def _current() -> asyncio.Task[Any] | None:
+        return asyncio.current_task()
 
     run(main)
 

@@ -7,6 +7,10 @@ instead of assuming how fast a shared machine is.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lockguide import (
     BadArgument,
@@ -108,7 +113,7 @@ def test_renewal_stops_at_release_and_never_revives_the_key(r: redis.Redis, watc
 
 
 def test_a_lost_key_is_flagged_and_the_new_owner_left_alone(r: redis.Redis, watch: Watch) -> None:
-    lock = Lock(r, KEY, ttl_ms=200)
+    lock = Lock(r, KEY, ttl_ms=1_000)
     dog = watch(lock, every_ms=40)
     dog.__enter__()
     r.set(KEY, "someone else", px=10_000)  # a failover or an operator hands it to B
@@ -196,7 +201,7 @@ def test_redis_unreachable_until_the_lease_ends_is_flagged(
     dog = watch(lock, every_ms=40)
     dog.__enter__()
     assert dog.lost_event.wait(5.0)
-    with pytest.raises(RenewalFailed, match="did not answer") as failed:
+    with pytest.raises(RenewalFailed, match="answer") as failed:
         dog.check()
     assert isinstance(failed.value.__cause__, error)
 
@@ -238,6 +243,94 @@ def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
     assert r.exists(KEY) == 0
 
 
+# -- a lost lease stops the work: a callback and an event ---------------------------------
+
+
+def test_on_lost_is_called_once_from_the_watchdog_thread_with_the_error(
+    r: redis.Redis, watch: Watch
+) -> None:
+    told: list[tuple[BaseException, threading.Thread]] = []
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    dog = watch(lock, every_ms=30, on_lost=lambda e: told.append((e, threading.current_thread())))
+    dog.__enter__()
+    r.set(KEY, "someone else", px=10_000)
+    assert dog.lost_event.wait(5.0)
+    assert wait_until(lambda: bool(told))
+    time.sleep(0.1)
+    assert len(told) == 1, "called once"
+    error, thread = told[0]
+    assert error is dog.error
+    assert isinstance(error, RenewalFailed)
+    assert thread is not threading.current_thread()
+    assert thread.name == f"lockguide-watchdog:{KEY}"
+    with pytest.raises(RenewalFailed):
+        dog.release()
+    assert len(told) == 1, "not again on release"
+
+
+def test_a_renewal_unanswered_at_the_leases_end_does_not_delay_the_loss(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, watch: Watch
+) -> None:
+    """Redis frozen: the renewing thread waits out its request timeout; the loss is declared
+    (event, on_lost) at the lease's end on this clock."""
+    lock = Lock(r, KEY, ttl_ms=150)
+
+    def frozen(ttl_ms: int | None = None) -> None:
+        time.sleep(1.0)  # a request timeout far past the lease's rest
+        raise RedisTimeoutError("no reply within 1000 ms")
+
+    monkeypatch.setattr(lock, "extend", frozen)
+    told: list[str] = []
+    dog = watch(lock, every_ms=50, on_lost=lambda error: told.append(error.reason))
+    started = time.monotonic()
+    dog.__enter__()
+    assert dog.lost_event.wait(5.0)
+    assert time.monotonic() - started < 0.6, "at the lease's end, not when the request gave up"
+    assert wait_until(lambda: bool(told))
+    with pytest.raises(RenewalFailed, match="no renewal was answered"):
+        dog.check()
+    with pytest.raises(RenewalFailed):
+        dog.release()
+    assert told == [dog.error.reason if dog.error else None], "called once"
+
+
+def test_on_lost_stops_work_in_a_child_process_and_wakes_a_waiting_worker(
+    r: redis.Redis, watch: Watch
+) -> None:
+    """The pattern the page shows: work that cannot check is run where it can be killed."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = Lock(r, KEY, ttl_ms=1_000)
+        dog = watch(lock, every_ms=30, on_lost=lambda error: child.kill())
+        dog.__enter__()
+        r.delete(KEY)
+        assert child.wait(timeout=5.0) == -signal.SIGKILL
+        assert dog.lost_event.is_set()
+        with pytest.raises(RenewalFailed):
+            dog.release()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_on_lost_that_raises_is_noted_on_the_error_and_the_loss_still_reported(
+    r: redis.Redis, watch: Watch
+) -> None:
+    def broken(error: RenewalFailed) -> None:
+        raise RuntimeError("a bug in the callback")
+
+    lock = Lock(r, KEY, ttl_ms=1_000)
+    dog = watch(lock, every_ms=30, on_lost=broken)
+    dog.__enter__()
+    r.delete(KEY)
+    assert dog.lost_event.wait(5.0)
+    with pytest.raises(RenewalFailed, match="gone") as lost:
+        dog.release()
+    assert wait_until(lambda: bool(getattr(lost.value, "__notes__", None)))
+    assert "a bug in the callback" in " ".join(lost.value.__notes__)
+    assert not dog.running
+
+
 # -- bad input -----------------------------------------------------------------------
 
 
@@ -254,6 +347,7 @@ def test_a_holder_releasing_the_lock_directly_stops_the_watchdog_quietly(
         ({"max_total_ms": "60s"}, BadArgumentType, "max_total_ms"),
         ({"max_total_ms": True}, BadArgumentType, "max_total_ms"),
         ({"max_renewals": 10}, TypeError, "max_renewals"),
+        ({"on_lost": "print"}, BadArgumentType, "on_lost"),
     ],
 )
 def test_bad_arguments_are_refused(
@@ -282,14 +376,34 @@ def test_only_a_held_lock_can_be_watched_and_only_once(r: redis.Redis, watch: Wa
 # -- renewing until released; a Redlock too -------------------------------------------
 
 
-def test_by_default_the_watchdog_renews_until_the_holder_releases(
+def test_by_default_renewal_is_bounded_at_ten_ttls_then_the_loss_is_flagged(
     r: redis.Redis, watch: Watch
 ) -> None:
-    lock = Lock(r, KEY, ttl_ms=120)
-    dog = watch(lock, every_ms=15)
+    """The Redis docs: limit the extensions, or a stuck holder keeps everyone out for ever."""
+    lock = Lock(r, KEY, ttl_ms=100)
+    dog = watch(lock, every_ms=20)
+    started = time.monotonic()
+    dog.__enter__()
+    assert dog.lost_event.wait(10.0), "the default bound (ten TTLs, 1000 ms) ends the renewals"
+    assert time.monotonic() - started >= 1.0
+    assert dog.renewals >= 10, "it renewed until the bound, not less"
+    with pytest.raises(RenewalFailed, match=r"max_total_ms \(1000 ms, the default: ten TTLs\)"):
+        dog.check()
+    assert wait_until(lambda: r.exists(KEY) == 0)
+    with pytest.raises(RenewalFailed):
+        dog.release()
+
+
+def test_max_total_ms_none_renews_until_the_holder_releases_as_a_leader_must(
+    r: redis.Redis, watch: Watch
+) -> None:
+    lock = Lock(r, KEY, ttl_ms=100)
+    dog = watch(lock, every_ms=20, max_total_ms=None)
     with dog:
-        assert wait_until(lambda: dog.renewals >= 15, 10.0), "past the old bound of 10 renewals"
+        time.sleep(1.3)  # past the default bound of ten TTLs (1000 ms)
+        assert dog.renewals >= 15
         assert not dog.lost
+        dog.check()
         assert r.get(KEY) == (lock.value or "").encode()
     assert r.exists(KEY) == 0
 
