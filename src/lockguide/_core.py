@@ -7,6 +7,7 @@ receives their replies or exceptions. :func:`drive` performs them; ``lockguide.a
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import hashlib
 import itertools
@@ -15,7 +16,9 @@ import numbers
 import os
 import random
 import secrets
+import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -36,7 +39,7 @@ VALUE_BYTES = 20
 LATE_S = 0.1
 
 #: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
-__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
+__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable", "Holder"]
 __all__ += ["ExtensionLimitReached", "LockError", "LockLost", "MajorityLost", "MasterError"]
 __all__ += ["NoQuorum", "NotAcquired", "NotOwned", "RenewalFailed", "StaleToken"]
 __all__ += ["VersionConflict", "WrongOwner"]
@@ -46,9 +49,42 @@ Owner = Literal["thread", "task", "process"]
 T = TypeVar("T")
 
 
-def new_lock_value() -> str:
-    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits."""
-    return secrets.token_hex(VALUE_BYTES)
+def new_lock_value(holder: str = "") -> str:
+    """A fresh lock value: 20 random bytes from the OS CSPRNG, as 40 hex digits; then, if
+    given, ``holder`` after a space. The holder's name is for people reading the key (it is
+    no secret); the 40 random digits alone make the value impossible to guess."""
+    digits = secrets.token_hex(VALUE_BYTES)
+    return f"{digits} {holder}" if holder else digits
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a lock, read from Redis: ``name`` (``host:pid:thread``, or the task's name
+    in ``lockguide.aio``), ``since`` (its wall clock when it acquired) and ``ttl_ms`` (the
+    lease Redis has left). A value without a name (another library's) has ``name`` ``""``."""
+
+    name: str
+    since: datetime.datetime | None
+    ttl_ms: int
+    value: str
+
+    @classmethod
+    def read(cls, value: Any, ttl_ms: Any) -> Holder | None:
+        """The holder a key's ``value`` and ``PTTL`` describe, or ``None`` if nobody holds it."""
+        if value is None or int(ttl_ms) == -2:
+            return None
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        _, _, rest = text.partition(" ")
+        stamp, _, name = rest.partition(" ")
+        since = None
+        if stamp.isdigit():
+            since = datetime.datetime.fromtimestamp(int(stamp) / 1000, datetime.UTC)
+        return cls(name, since, int(ttl_ms), text)
+
+
+def holder_name(owner: str) -> str:
+    """What a new grant records of its holder: the wall clock in ms, ``host:pid:owner``."""
+    return f"{time.time_ns() // 1_000_000} {socket.gethostname()}:{os.getpid()}:{owner}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +498,7 @@ class LeaseState:
     _acquire_steps: Callable[[bool, object], Steps[bool]]  # the steps each lock defines
     _locked_steps: Callable[[], Steps[bool]]
     _owned_steps: Callable[[], Steps[bool]]
+    _holder_steps: Callable[[], Steps[Holder | None]]
     acquire: Callable[..., Any]
     release: Callable[[], object]
 
@@ -540,6 +577,13 @@ class LeaseState:
 
     def _holder(self) -> object:
         return threading.current_thread()
+
+    def _new_value(self) -> str:
+        """A value for the next try, naming who asks (:class:`Holder`)."""
+        return new_lock_value(holder_name(self._holder_label()))
+
+    def _holder_label(self) -> str:
+        return threading.current_thread().name
 
     def _give_up_at(self, blocking: bool, timeout_ms: object) -> float | None:
         if self.held:
@@ -705,7 +749,7 @@ class ServerSteps(LeaseState):
         give_up_at = self._give_up_at(blocking, timeout_ms)
         in_line = blocking and not self._cluster
         first = answered = True
-        value = new_lock_value()
+        value = self._new_value()
         while True:
             started = self._clock()
             budget = self._budget_s(self._request_s, give_up_at, first)
@@ -737,14 +781,14 @@ class ServerSteps(LeaseState):
                     if silent
                     else self._request_s,
                 )
-                value = new_lock_value()  # the outcome was unknown: never reuse the value
+                value = self._new_value()  # the outcome was unknown: never reuse the value
                 granted = answered = False
             except BaseException:  # Ctrl-C, a cancellation: nothing may stay locked
                 yield from self._discard(value, self._request_s)
                 raise
             if granted:  # granted, but the reply took the whole lease: no use to anyone
                 yield from self._discard(value, self._request_s)
-                value = new_lock_value()
+                value = self._new_value()
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
                 break
@@ -817,6 +861,11 @@ class ServerSteps(LeaseState):
 
     def _locked_steps(self) -> Steps[bool]:
         return bool((yield from self._script(None, self._request_s, "EXISTS")))
+
+    def _holder_steps(self) -> Steps[Holder | None]:
+        value = yield from self._script(None, self._request_s, "GET")
+        ttl_ms = (yield from self._script(None, self._request_s, "PTTL")) if value else -2
+        return Holder.read(value, ttl_ms)
 
     def _owned_steps(self) -> Steps[bool]:
         mine = self.value

@@ -107,6 +107,14 @@ class AsyncLease(core.LeaseState):
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
         return self._drive(self._owned_steps())
 
+    def holder(self) -> Coroutine[Any, Any, core.Holder | None]:
+        """Who holds the key, since when, for how much longer (:meth:`lockguide.Lock.holder`)."""
+        return self._drive(self._holder_steps())
+
+    def _holder_label(self) -> str:
+        task = self._calling or _task()
+        return task.get_name() if isinstance(task, asyncio.Task) else "no-task"
+
     def release(self) -> Coroutine[Any, Any, Any]:
         """Release as the sync lock does, finished even if the caller is cancelled meanwhile;
         ``redis.exceptions.TimeoutError``: no answer, the lock stays held here: call again.

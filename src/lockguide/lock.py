@@ -23,6 +23,7 @@ from ._core import (
     DEFAULT_TIMEOUT_MS,
     LATE_S,
     UNSET,
+    Holder,
     LeaseState,
     Owner,
     Send,
@@ -245,6 +246,11 @@ class Driven(Lease):
     def owned(self) -> bool:
         """Whether the key holds this object's value now (asks Redis, not the local clock)."""
         return self._drive(self._owned_steps())
+
+    def holder(self) -> Holder | None:
+        """Who holds the key now (any holder, not only this object), since when and for how
+        much longer: a :class:`~lockguide.Holder`, or ``None`` if nobody does."""
+        return self._drive(self._holder_steps())
 
     def close(self) -> None:
         """Close the idle connections of this lock's pools (shared with every lock on the same

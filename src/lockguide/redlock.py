@@ -13,6 +13,7 @@ import os
 import random
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -30,6 +31,7 @@ from lockguide._core import (
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
+    Holder,
     LeaseState,
     LockLost,
     LuaScript,
@@ -44,7 +46,6 @@ from lockguide._core import (
     check_count,
     check_ms,
     check_ttl_ms,
-    new_lock_value,
     retryable,
 )
 from lockguide.lock import Driven, exchange, give_back, kept_for
@@ -226,7 +227,7 @@ class RedlockSteps(LeaseState):
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         give_up_at = self._give_up_at(blocking, timeout_ms)
         first = True
-        while not (yield from self._try_steps(new_lock_value(), give_up_at, first)):
+        while not (yield from self._try_steps(self._new_value(), give_up_at, first)):
             first = False
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
@@ -340,6 +341,17 @@ class RedlockSteps(LeaseState):
 
     def _locked_steps(self) -> Steps[bool]:
         return (yield FanOut((("EXISTS", self._key),))).count(1) >= self._quorum  # type: ignore[no-any-return]
+
+    def _holder_steps(self) -> Steps[Holder | None]:
+        """The holder whose value a majority of masters have, with the least lease left."""
+        values = yield FanOut((("GET", self._key),))
+        counted = Counter(v for v in values if isinstance(v, str | bytes))
+        value, votes = counted.most_common(1)[0] if counted else (None, 0)
+        if votes < self._quorum:
+            return None
+        ttls = yield FanOut((("PTTL", self._key),))
+        left = [t for v, t in zip(values, ttls, strict=True) if v == value and isinstance(t, int)]
+        return Holder.read(value, min(left, default=-2))
 
     def _owned_steps(self) -> Steps[bool]:
         mine = self.value

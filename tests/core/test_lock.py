@@ -36,8 +36,11 @@ def test_acquire_stores_a_fresh_40_hex_digit_value_with_the_ttl(r: redis.Redis) 
     lock = Lock(r, KEY, ttl_ms=5_000)
     assert lock.acquire(blocking=False)
     assert lock.value is not None
-    assert len(lock.value) == 40
-    int(lock.value, 16)  # hex digits only
+    digits, since, name = lock.value.split(" ")  # 20 random bytes; then who holds it
+    assert len(digits) == 40
+    int(digits, 16)  # hex digits only
+    assert since.isdigit()
+    assert name.endswith(":MainThread")
     assert r.get(KEY) == lock.value.encode()
     assert 0 < r.pttl(KEY) <= 5_000
 

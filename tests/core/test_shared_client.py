@@ -8,6 +8,8 @@ its fix, and passes after it.
 
 from __future__ import annotations
 
+import datetime
+import os
 import socket
 import threading
 import time
@@ -317,3 +319,42 @@ def test_waiters_on_a_pool_of_two_never_take_the_connection_the_holder_releases_
         thread.join(15)
     assert len(got) == 4
     assert all(isinstance(t, float) and t > 0 for t in got), got
+
+
+# -- who holds it -----------------------------------------------------------------------------
+
+
+def test_anyone_can_read_who_holds_a_key_since_when_and_for_how_long(r: redis.Redis) -> None:
+    lock = Lock(r, KEY, ttl_ms=30_000)
+    assert lock.holder() is None, "nobody holds it yet"
+    worker = threading.Thread(target=lock.acquire, name="report-worker")
+    before = datetime.datetime.now(datetime.UTC)
+    worker.start()
+    worker.join(5)
+    seen = Lock(r, KEY, ttl_ms=1_000).holder()  # another object, as a person on call would
+    assert seen is not None
+    assert seen.name == f"{socket.gethostname()}:{os.getpid()}:report-worker"
+    assert seen.since is not None
+    assert (
+        before - datetime.timedelta(seconds=1) <= seen.since <= datetime.datetime.now(datetime.UTC)
+    )
+    assert 0 < seen.ttl_ms <= 30_000
+    assert seen.value == lock.value
+    assert len(seen.value.split(" ")[0]) == 40, "the random part is still 20 bytes"
+    r.delete(KEY)
+
+
+def test_a_redlock_reports_the_holder_a_majority_has(backend: Backend) -> None:
+    masters = backend.masters()
+    lock = Redlock(masters, KEY, ttl_ms=30_000, node_timeout_ms=100)
+    assert lock.acquire()
+    seen = Redlock(masters, KEY, ttl_ms=1_000, node_timeout_ms=100).holder()
+    assert seen is not None
+    assert seen.value == lock.value
+    assert seen.name.endswith(":MainThread")
+    masters[0].delete(KEY)
+    masters[1].delete(KEY)
+    masters[2].delete(KEY)  # three of five gone: no majority holds it
+    assert lock.holder() is None
+    for master in masters:
+        master.delete(KEY)
