@@ -1501,3 +1501,33 @@ def test_each_asyncio_class_takes_the_same_arguments_and_defaults(sync: type, ai
     if "owner" in inspect.signature(sync).parameters:
         taker = aio if "owner" in inspect.signature(aio).parameters else Lock
         assert inspect.signature(taker).parameters["owner"].default == "task"
+
+
+# -- many waiters: the next grant goes to the waiting task, woken by the release ------------------
+
+
+def test_the_next_grant_goes_to_the_waiting_task_not_back_to_the_releaser(
+    backend: Backend,
+) -> None:
+    async def main() -> None:
+        client = backend.async_client()
+        holder = Lock(client, KEY, ttl_ms=10_000)
+        waiter = Lock(client, KEY, ttl_ms=10_000, retry_delay_ms=(900, 1_000), owner="process")
+        assert await holder.acquire()
+        waiting = asyncio.create_task(waiter.acquire(timeout_ms=5_000))
+        await asyncio.sleep(0.1)  # refused: in line, blocked on its wake-up
+        await holder.release()
+        released = time.monotonic()
+        assert not await holder.acquire(blocking=False), "the releaser took it back"
+        assert await asyncio.wait_for(waiting, 5)
+        assert time.monotonic() - released < 0.3, "woken by the release, not by its 1 s pause"
+        owner = await Lock(client, KEY, ttl_ms=1_000).holder()
+        assert owner is not None
+        assert owner.value == waiter.value
+        caller = asyncio.current_task()  # who called acquire() (the wrapping task is not it)
+        assert caller is not None
+        assert owner.name.endswith(":" + caller.get_name())
+        await waiter.release()
+        await client.aclose()
+
+    run(main)
