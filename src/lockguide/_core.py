@@ -19,13 +19,11 @@ import secrets
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from redis import exceptions as rx
-from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 #: The longest lease a lock accepts (one week); longer work renews a shorter one.
@@ -111,7 +109,7 @@ class Sleep:
 class Wait:
     """Pause at most ``seconds`` before the next try: a wake-up pushed to the list ``wake``
     (``BLPOP``) ends it sooner, and is the reply (else ``None``). The driver sleeps instead
-    when the connections that may wait are taken (:class:`WaitingRoom`), or the ``BLPOP``
+    when the connections that may wait are taken (``lockguide.lock.WaitingRoom``), or the ``BLPOP``
     fails."""
 
     wake: str
@@ -255,12 +253,19 @@ def run_script(
             node, asking, refresh = (redirect.host, redirect.port), kind == "ask", kind == "moved"
 
 
+def answer(replies: list[Any]) -> Any:
+    """The one rule for what a server answered to commands sent together (a ``SCRIPT LOAD``
+    or ``ASKING`` before the command): its first error reply, since the command after a
+    failed one did not run as meant; else the last reply."""
+    return next((reply for reply in replies if isinstance(reply, rx.ResponseError)), replies[-1])
+
+
 def server_reply(replies: list[Any]) -> Any:
-    """One server's answer to a :class:`Send`: the last reply; the first error reply raises."""
-    for reply in replies:
-        if isinstance(reply, rx.ResponseError):
-            raise reply
-    return replies[-1]
+    """One server's answer to a :class:`Send` (:func:`answer`), an error reply raised."""
+    reply = answer(replies)
+    if isinstance(reply, rx.ResponseError):
+        raise reply
+    return reply
 
 
 #: Error replies a later try may not get, by the message's first word.
@@ -402,79 +407,6 @@ def beside(key: str, suffix: str) -> str:
 def _tag_for_slot(slot: int) -> str:
     """The first ``fence:<n>`` that hashes to ``slot``."""
     return next(f"fence:{n}" for n in itertools.count() if key_slot(f"fence:{n}".encode()) == slot)
-
-
-class WaitingRoom:
-    """How many requests on one client may block on a wake-up at once: half its pool's
-    connections (none of a pool of one), so waiters never hold the connection a holder needs
-    to release or renew; the others sleep their retry delay instead."""
-
-    def __init__(self, client: Any) -> None:
-        size = getattr(getattr(client, "connection_pool", None), "max_connections", None)
-        self.seats = (2**31 if size is None else size) // 2
-        self.taken = 0
-        self._mutex = threading.Lock()
-
-    def enter(self) -> bool:
-        with self._mutex:
-            if self.taken >= self.seats:
-                return False
-            self.taken += 1
-            return True
-
-    def leave(self) -> None:
-        with self._mutex:
-            self.taken -= 1
-
-
-_ROOMS: weakref.WeakKeyDictionary[Any, WaitingRoom] = weakref.WeakKeyDictionary()
-_POOLS_LOCK = threading.Lock()
-
-
-def waiting_room(client: Any) -> WaitingRoom:
-    """The one :class:`WaitingRoom` of ``client`` (every lock made on it shares it)."""
-    room = _ROOMS.get(client)
-    if room is None:
-        with _POOLS_LOCK:
-            room = _ROOMS.setdefault(client, WaitingRoom(client))
-    return room
-
-
-_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
-
-
-def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
-    """The locks' own pool to ``client``'s server (or ``where``: host, port), one per client pool.
-
-    ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, no redis-py
-    retries (a resent ``SET NX`` finds its own key); connecting bounded by the shortest
-    ``timeout_s`` asked for (in sync also the socket's), each request by its own deadline.
-    """
-    source, blocking, retry = client.connection_pool, flavour.BlockingConnectionPool, flavour.retry
-    where_key = tuple(where.items())
-    mine = _POOLS.get(source)
-    pool = None if mine is None else mine.get(where_key)
-    if pool is not None and pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
-        return pool
-    with _POOLS_LOCK:
-        mine = _POOLS.setdefault(source, {})
-        pool = mine.get(where_key)
-        read_s = timeout_s if flavour.__name__ == "redis" else None
-        if pool is None:
-            settings = dict(source.connection_kwargs, retry=retry.Retry(NoBackoff(), 0), **where)
-            settings.update(connection_class=source.connection_class, retry_on_error=[])
-            settings["max_connections"] = source.max_connections
-            if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
-                settings["timeout"] = source.timeout
-            kind = blocking if isinstance(source, blocking) else flavour.ConnectionPool
-            pool = mine[where_key] = kind(**settings)
-        elif pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
-            return pool
-        # One pool for every lock on this client, so the client's limit bounds them together.
-        # A new connection's handshake waits at most the shortest request timeout asked for;
-        # each read has its own deadline (the time its request has left).
-        pool.connection_kwargs.update(socket_timeout=read_s, socket_connect_timeout=timeout_s)
-        return pool
 
 
 #: ``acquire(timeout_ms=...)``'s default: the constructor's ``timeout_ms``.
@@ -689,6 +621,7 @@ class ServerSteps(LeaseState):
     _pools: list[Any]
     _cluster: bool = False
     _uniform: Callable[[float, float], float]
+    _pool: Callable[[Any, float], Any]  # the driver's: the locks' pool to a client's server
 
     def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
         self._cluster = isinstance(client, self._cluster_type)
@@ -696,9 +629,8 @@ class ServerSteps(LeaseState):
         self._init_lease(*lease)
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
         self._uniform = random.uniform
-        self._pools = [] if self._cluster else [bounded_pool(client, self._request_s, self._redis)]
+        self._pools = [] if self._cluster else [self._pool(client, self._request_s)]
         self._init_line()
-        self._room = waiting_room(client)
 
     def _init_line(self) -> None:
         """The keys of the line, in the lock key's slot, and how long a place lasts."""

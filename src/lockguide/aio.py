@@ -19,8 +19,8 @@ from lockguide import _core as core
 from lockguide import fencing, renewal
 from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, Owner, Steps, T
 from lockguide.fencing import Stored, WriteResult
-from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS
-from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, RedlockSteps, master_reply
+from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, bounded_pool, waiting_room
+from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, RedlockSteps
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
@@ -92,6 +92,9 @@ class AsyncLease(core.LeaseState):
 
     def _holder(self) -> object:
         return self._calling or _task()
+
+    def _pool(self, client: Any, timeout_s: float) -> Any:
+        return bounded_pool(client, timeout_s, redis.asyncio)
 
     def acquire(
         self, *, blocking: bool = True, timeout_ms: float | None = UNSET
@@ -173,7 +176,7 @@ class AsyncLease(core.LeaseState):
     async def _wait(self, effect: core.Wait) -> Any:
         """:meth:`lockguide.Lock._wait`, awaited: ``BLPOP`` on the wake-up list, else sleep."""
         until = time.monotonic() + effect.seconds
-        room: core.WaitingRoom = self._room  # type: ignore[attr-defined]
+        room = waiting_room(self._client)  # type: ignore[attr-defined]
         if room.enter():
             try:
                 blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
@@ -325,7 +328,7 @@ class Redlock(RedlockSteps, AsyncLease):
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
-                return master_reply(await _talk(pool, effect.commands))
+                return core.answer(await _talk(pool, effect.commands))
             except (rx.RedisError, OSError) as error:
                 return error
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from typing import Any, Self
 
 import redis
 from redis import exceptions as rx
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 
 from ._core import (
@@ -32,8 +34,6 @@ from ._core import (
     Steps,
     T,
     Wait,
-    WaitingRoom,
-    bounded_pool,
     call,
     drive,
     retryable,
@@ -44,6 +44,82 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 #: How long one request waits for Redis when no ``request_timeout_ms`` is given.
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
+
+
+# -- the thin adapter over redis-py: the locks' pools, and who may wait on a wake-up ----------
+
+
+class WaitingRoom:
+    """How many requests on one client may block on a wake-up at once: half its pool's
+    connections (none of a pool of one), so waiters never hold the connection a holder needs
+    to release or renew; the others sleep their retry delay instead."""
+
+    def __init__(self, client: Any) -> None:
+        size = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+        self.seats = (2**31 if size is None else size) // 2
+        self.taken = 0
+        self._mutex = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._mutex:
+            if self.taken >= self.seats:
+                return False
+            self.taken += 1
+            return True
+
+    def leave(self) -> None:
+        with self._mutex:
+            self.taken -= 1
+
+
+_ROOMS: weakref.WeakKeyDictionary[Any, WaitingRoom] = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
+
+
+def waiting_room(client: Any) -> WaitingRoom:
+    """The one :class:`WaitingRoom` of ``client`` (every lock made on it shares it)."""
+    room = _ROOMS.get(client)
+    if room is None:
+        with _POOLS_LOCK:
+            room = _ROOMS.setdefault(client, WaitingRoom(client))
+    return room
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def bounded_pool(client: Any, timeout_s: float, flavour: Any, **where: Any) -> Any:
+    """The locks' own pool to ``client``'s server (or ``where``: host, port), one per client pool.
+
+    ``flavour``: ``redis`` or ``redis.asyncio``. The client's settings and pool size, no redis-py
+    retries (a resent ``SET NX`` finds its own key); connecting bounded by the shortest
+    ``timeout_s`` asked for (in sync also the socket's), each request by its own deadline.
+    """
+    source, blocking, retry = client.connection_pool, flavour.BlockingConnectionPool, flavour.retry
+    where_key = tuple(where.items())
+    mine = _POOLS.get(source)
+    pool = None if mine is None else mine.get(where_key)
+    if pool is not None and pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
+        return pool
+    with _POOLS_LOCK:
+        mine = _POOLS.setdefault(source, {})
+        pool = mine.get(where_key)
+        read_s = timeout_s if flavour.__name__ == "redis" else None
+        if pool is None:
+            settings = dict(source.connection_kwargs, retry=retry.Retry(NoBackoff(), 0), **where)
+            settings.update(connection_class=source.connection_class, retry_on_error=[])
+            settings["max_connections"] = source.max_connections
+            if getattr(source, "queue_class", None) is not None:  # a BlockingConnectionPool
+                settings["timeout"] = source.timeout
+            kind = blocking if isinstance(source, blocking) else flavour.ConnectionPool
+            pool = mine[where_key] = kind(**settings)
+        elif pool.connection_kwargs["socket_connect_timeout"] <= timeout_s:
+            return pool
+        # One pool for every lock on this client, so the client's limit bounds them together.
+        # A new connection's handshake waits at most the shortest request timeout asked for;
+        # each read has its own deadline (the time its request has left).
+        pool.connection_kwargs.update(socket_timeout=read_s, socket_connect_timeout=timeout_s)
+        return pool
 
 
 class Kept:
@@ -198,8 +274,11 @@ class Driven(Lease):
 
     _pools: list[redis.ConnectionPool]
     _perform: Callable[[Any], Any]
-    _room: WaitingRoom  # (Lock's: a Redlock never waits on a wake-up)
+    _client: Any  # (Lock's: a Redlock never waits on a wake-up)
     _request_s: float
+
+    def _pool(self, client: Any, timeout_s: float) -> Any:
+        return bounded_pool(client, timeout_s, redis)
 
     def _sleep_or_perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
@@ -213,7 +292,8 @@ class Driven(Lease):
         waiting room is free, else sleep; a failed ``BLPOP`` sleeps what is left, so a broken
         server is not asked in a tight loop."""
         until = time.monotonic() + effect.seconds
-        if self._room.enter():
+        room = waiting_room(self._client)
+        if room.enter():
             try:
                 blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
                 return self._perform(Send((blpop,), effect.seconds + self._request_s + LATE_S))
@@ -221,7 +301,7 @@ class Driven(Lease):
                 if not retryable(error):  # a missing permission: say so, as a SET would
                     raise
             finally:
-                self._room.leave()
+                room.leave()
         time.sleep(max(0.0, until - time.monotonic()))
         return None
 

@@ -41,7 +41,7 @@ from lockguide._core import (
     Owner,
     Sleep,
     Steps,
-    bounded_pool,
+    answer,
     check_client,
     check_count,
     check_ms,
@@ -139,6 +139,7 @@ class RedlockSteps(LeaseState):
     _redis: Any  # the client flavour: the module redis or redis.asyncio
     _cluster_type: type[Any]
     _pools: list[Any]
+    _pool: Callable[[Any, float], Any]  # the driver's: the locks' pool to a client's server
     _max_extensions: int | None
     _last: Attempt | None
     _timed_with = True  # NoQuorum says how long `with` waited
@@ -189,7 +190,7 @@ class RedlockSteps(LeaseState):
             raise BadArgumentType(f"on_attempt must be a function, not {on_attempt!r}")
         self._masters, self._where, self._quorum = tuple(clients), where, quorum(len(clients))
         self._node_timeout_ms, self._timeout_s = node_timeout, node_timeout / 1000.0
-        self._pools = [bounded_pool(c, self._timeout_s, self._redis) for c in clients]
+        self._pools = [self._pool(c, self._timeout_s) for c in clients]
         self._max_extensions, self._on_attempt = max_extensions, on_attempt
         self._uniform = rng.uniform if rng is not None else random.uniform
         self._extensions = self._released = 0
@@ -472,7 +473,7 @@ class Redlock(RedlockSteps, Driven):
             connecting = {i: _connector().submit(_connect, self._pools[i]) for i in cold}
             ready = {i: self._connected(i, f, due) for i, f in connecting.items()}
         replies = exchange(self._pools, self._kept, effect.commands, timeout_s, targets, ready)
-        return [master_reply(r) if isinstance(r, list) else r for r in replies]
+        return [answer(r) if isinstance(r, list) else r for r in replies]
 
     def _connected(self, i: int, connecting: Future[Any], due: float) -> Any:
         """Master ``i``'s new connection, or why there is none by ``due``; a late one is kept."""
@@ -502,11 +503,3 @@ def _connect(pool: redis.ConnectionPool) -> Any:
         return pool.get_connection()
     except (rx.RedisError, OSError) as error:
         return error
-
-
-def master_reply(replies: list[Any]) -> Any:
-    """A master's answer: its last reply, or its first error reply unless the last is one."""
-    last = replies[-1]
-    if len(replies) == 1 or isinstance(last, rx.ResponseError):
-        return last
-    return next((reply for reply in replies if isinstance(reply, rx.ResponseError)), last)
