@@ -564,6 +564,13 @@ class LeaseState:
         if self._owners:
             self._owners.append(owner)
 
+    def _in_lease(self, at: float) -> bool:
+        """The one rule for extending, every lock alike: an extension is sent only before the
+        lease runs out on this process's clock, and counts only if answered before then.
+        Later, the lease may have lapsed and another holder come and gone: the lock is
+        released and the caller told (``LockLost``), not renewed as if nothing happened."""
+        return at < self._deadline
+
     def _forget(self, value: str) -> None:
         if self._value == value:
             self._value = None
@@ -780,13 +787,19 @@ class ServerSteps(LeaseState):
             raise LockLost(self._key, "release")
 
     def _extend_steps(self, ttl_ms: int | None) -> Steps[None]:
-        """Compare-and-pexpire; the new lease counts from just before the request."""
+        """Compare-and-pexpire, within the lease (:meth:`_in_lease`); the new lease counts
+        from just before the request."""
         new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
         usable_ms = self._usable_for(new_ttl)
         value = self._check_owner("extend")
         started = self._clock()
-        if (yield from self._script(EXTEND, self._request_s, value, new_ttl)) != 1:
+        extended = self._in_lease(started) and (
+            (yield from self._script(EXTEND, self._request_s, value, new_ttl)) == 1
+        )
+        if not extended or not self._in_lease(self._clock()):
             self._forget(value)
+            if extended:  # in time on the server, too late here: nobody may rely on it
+                yield from self._discard(value, self._request_s)
             raise LockLost(self._key, "extend")
         if self._value == value:  # not released and re-acquired meanwhile
             self._deadline = started + usable_ms / 1000.0

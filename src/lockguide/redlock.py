@@ -327,16 +327,16 @@ class RedlockSteps(LeaseState):
             raise ExtensionLimitReached(self._key, self._max_extensions)
         started = self._clock()
         extended = 0
-        if started < self._deadline:
+        if self._in_lease(started):
             extended = (yield from self._run(EXTEND, value, new_ttl)).count(1)
-        if extended >= self._quorum and self._clock() < self._deadline:
+        if extended >= self._quorum and self._in_lease(self._clock()):
             if self._value == value:  # not released and re-acquired meanwhile
                 self._deadline = started + usable_ms / 1000.0
                 self._extensions += 1
             return extended
         self._forget(value)
         yield from self._release_quietly(value)
-        if extended < self._quorum and started < self._deadline:
+        if extended < self._quorum and self._in_lease(started):
             raise self._majority_lost("extend", extended)
         raise LockLost(self._key, "extend")
 
