@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from lockguide import Lock, Redlock, Watchdog
+from lockguide import Lock, LockLost, Redlock, Watchdog
 from lockguide_lab.testbed import Link, RedisServer
 from tests.support import Backend, start_redis_server
 
@@ -358,3 +358,19 @@ def test_a_redlock_reports_the_holder_a_majority_has(backend: Backend) -> None:
     assert lock.holder() is None
     for master in masters:
         master.delete(KEY)
+
+
+# -- one rule for extending -------------------------------------------------------------------
+
+
+def test_a_lock_extended_after_its_lease_ran_out_here_is_released_and_lost_as_a_redlock_is(
+    r: redis.Redis,
+) -> None:
+    now = [0.0]
+    lock = Lock(r, KEY, ttl_ms=10_000, clock=lambda: now[0])
+    assert lock.acquire()
+    now[0] = 10.0  # the process was paused past the lease (the key may still be there)
+    with pytest.raises(LockLost):
+        lock.extend()
+    assert not lock.held
+    assert r.exists(KEY) == 0, "released, not renewed as if nothing happened"
