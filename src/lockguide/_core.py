@@ -793,12 +793,12 @@ class ServerSteps(LeaseState):
         usable_ms = self._usable_for(new_ttl)
         value = self._check_owner("extend")
         started = self._clock()
-        extended = self._in_lease(started) and (
-            (yield from self._script(EXTEND, self._request_s, value, new_ttl)) == 1
+        gone = self._in_lease(started) and (
+            (yield from self._script(EXTEND, self._request_s, value, new_ttl)) != 1
         )
-        if not extended or not self._in_lease(self._clock()):
+        if gone or not self._in_lease(self._clock()):
             self._forget(value)
-            if extended:  # in time on the server, too late here: nobody may rely on it
+            if not gone:  # the key may still be ours, but nobody may rely on it: release it
                 yield from self._discard(value, self._request_s)
             raise LockLost(self._key, "extend")
         if self._value == value:  # not released and re-acquired meanwhile
