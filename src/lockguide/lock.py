@@ -165,9 +165,10 @@ def exchange(
     (error replies among them) or the error that ended it. ``ready``: connections made
     already, or the errors.
 
-    A request is sent once. A kept connection is checked before it is written on (one the
-    server closed while it was idle is made again first); one whose reply did not come is
-    closed, never read again, and its request's outcome is the caller's to settle."""
+    A request is sent once: a kept connection idle for a while is checked before it is
+    written on, and one that cannot be written on is made again (nothing left on it); one
+    whose reply did not come is closed, never read again, and its request's outcome is the
+    caller's to settle."""
     n = len(pools)
     conns: list[Any] = [None] * n
     results: list[Any] = [None] * n
@@ -179,14 +180,15 @@ def exchange(
         targets = range(n) if only is None else only
         for i in targets:
             try:
+                reused = False
                 if conns[i] is None and results[i] is None:
-                    conns[i] = _take(pools[i], kept[i])
+                    conns[i], reused = _take(pools[i], kept[i])
                 if conns[i] is not None:
                     encoder = conns[i].encoder
                     encoding = (encoder.encoding, encoder.encoding_errors)
                     if encoding not in packed:
                         packed[encoding] = conns[i].pack_commands(commands)
-                    conns[i].send_packed_command(packed[encoding], check_health=False)
+                    _send(conns[i], packed[encoding], reused)
                     due[i] = time.monotonic() + timeout_s
             except (rx.RedisError, OSError) as error:
                 results[i] = error
@@ -206,25 +208,44 @@ def exchange(
     return results
 
 
-def _take(pool: Any, kept: Kept) -> Any:
-    """A connection to write on: a kept one that is still sound, else one from the pool."""
+#: A kept connection idle longer than this is checked before it is written on (servers close
+#: idle connections after seconds: ``timeout``, proxies, load balancers).
+CHECK_IDLE_S = 0.25
+
+
+def _take(pool: Any, kept: Kept) -> tuple[Any, bool]:
+    """A connection to write on, and whether it was kept: a kept one that is still sound,
+    else one from the pool (which checks the ones it hands out)."""
     try:
-        conn = kept.idle.pop()
+        conn, since = kept.idle.pop()
     except IndexError:
-        return pool.get_connection()  # the pool checks the ones it hands out
+        return pool.get_connection(), False
+    if time.monotonic() - since > CHECK_IDLE_S:
+        try:
+            if conn.can_read(timeout=0):  # data nobody asked for: not a connection to trust
+                conn.disconnect()
+        except (rx.RedisError, OSError):  # closed by the server while idle
+            conn.disconnect()  # (the send connects it again)
+    return conn, True
+
+
+def _send(conn: Any, packed: Any, kept: bool) -> None:
+    """Write a request. A kept connection that cannot be written on (closed by the server
+    since, a kill) is made again and written on once more: nothing left on the first."""
     try:
-        if conn.can_read(timeout=0):  # data nobody asked for: not a connection to trust
-            conn.disconnect()
-    except (rx.RedisError, OSError):  # closed by the server while idle (a timeout, a kill)
-        conn.disconnect()  # (the send connects it again)
-    return conn
+        conn.send_packed_command(packed, check_health=False)
+    except (rx.ConnectionError, OSError):
+        if not kept:
+            raise
+        conn.disconnect()
+        conn.send_packed_command(packed, check_health=False)
 
 
 def give_back(pool: Any, kept: Kept, conn: Any) -> None:
     if kept.give_back:
         pool.release(conn)
     else:
-        kept.idle.append(conn)
+        kept.idle.append((conn, time.monotonic()))
 
 
 def _replies(conn: Any, due: float, count: int, timeout_s: float) -> Any:
@@ -339,7 +360,7 @@ class Driven(Lease):
             kept = kept_for(pool)
             while True:
                 try:
-                    conn = kept.idle.pop()  # one at a time: another thread may take one meanwhile
+                    conn, _ = kept.idle.pop()  # one at a time: another thread may take one
                 except IndexError:
                     break
                 conn.disconnect()

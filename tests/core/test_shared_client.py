@@ -374,3 +374,18 @@ def test_a_lock_extended_after_its_lease_ran_out_here_is_released_and_lost_as_a_
         lock.extend()
     assert not lock.held
     assert r.exists(KEY) == 0, "released, not renewed as if nothing happened"
+
+
+@pytest.mark.real_redis
+def test_a_tcp_connection_closed_by_the_server_while_idle_is_made_again_before_a_try(
+    lone_server: RedisServer,
+) -> None:
+    client = lone_server.client()
+    admin = lone_server.admin()
+    lock = Lock(client, KEY, ttl_ms=30_000)
+    assert lock.acquire(blocking=False)
+    lock.release()  # the lock's connection is kept
+    admin.client_kill_filter(_type="normal", skipme=True)  # as an idle timeout does
+    time.sleep(0.3)  # idle: over TCP the next write would go through, and its reply be lost
+    assert lock.acquire(blocking=False), f"a free key refused ({lock.last_error!r})"
+    lock.release()
