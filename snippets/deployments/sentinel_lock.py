@@ -9,6 +9,9 @@ primary = sentinel.master_for("mymaster", socket_timeout=10.0)
 lock = Lock(primary, "lock:nightly-report", ttl_ms=30_000)
 print("acquired:", lock.acquire(blocking=False))
 #> acquired: True
+holder = lock.holder()  # on call at 3 am: who holds it, since when, for how much longer
+print("held by this thread:", holder.name.endswith(":MainThread"), holder.ttl_ms > 25_000)
+#> held by this thread: True True
 
 # WAIT counts the replicas that have this connection's writes so far; the lock's
 # SET went on the lock's own connection, so write after it, and WAIT on the same
