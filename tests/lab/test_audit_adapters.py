@@ -8,9 +8,21 @@ replaced by one it accepts. Run on fakeredis: nothing here needs a real server.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
-from lockguide_lab.audit import Server, Unsupported
+from lockguide_lab.audit import (
+    DEFAULT,
+    Adapter,
+    Holder,
+    Server,
+    Status,
+    TtlSpec,
+    Unsupported,
+    audit,
+)
 from lockguide_lab.audit.adapters import seconds
 from lockguide_lab.audit.adapters.python_redis_lock import adapter as python_redis_lock
 from lockguide_lab.audit.adapters.sherlock_redis import adapter as sherlock
@@ -22,7 +34,7 @@ def servers() -> list[Server]:
     return fake_servers(1)
 
 
-def leases(server: Server) -> dict[bytes, int]:
+def leases(server: Server) -> dict[Any, int]:
     """Every key on the server and its PTTL (-1: no expiry)."""
     client = server.connect()
     try:
@@ -74,3 +86,42 @@ def test_a_wait_python_redis_lock_refuses_is_said_not_shortened(servers: list[Se
             made.holder("short", 1000).acquire(3000)
     finally:
         made.close()
+
+
+class _RefusesEveryWait:
+    """A holder whose library takes no wait at all, as an adapter would say so."""
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        raise Unsupported("no waits")
+
+    def release(self) -> bool | None:
+        return None
+
+    def extend(self, ttl_ms: int) -> bool | None:
+        return None
+
+    def token(self) -> int | None:
+        return None
+
+    def lost(self) -> bool | None:
+        return None
+
+
+class _RefusingAdapter:
+    name, version, multi_master, ttl_required = "refuses every wait", "test", False, False
+
+    def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> Holder:
+        return _RefusesEveryWait()
+
+    def close(self) -> None:
+        pass
+
+
+def refusing(servers: Sequence[Server]) -> Adapter:
+    return _RefusingAdapter()
+
+
+def test_a_row_the_library_cannot_take_is_reported_as_not_supported() -> None:
+    row = audit(refusing, backend="fake", checks=["unique"]).row("unique")
+    assert row.status is Status.NOT_RUN, row
+    assert row.summary == "not supported by the library: no waits"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from lockguide_lab.audit.adapter import Unsupported
 from lockguide_lab.audit.checks.common import LINK_DELAY_S, NotApplicable, row
 from lockguide_lab.audit.checks.holding import (
     check_exclusion,
@@ -74,6 +75,8 @@ def run_check(session: AuditSession, check_id: str) -> Row:
             return result
         except NotApplicable as why:
             return row(check_id, Status.NA, str(why))
+        except Unsupported as why:  # an argument the library does not take: said, not guessed
+            return row(check_id, Status.NOT_RUN, f"not supported by the library: {why}")
         except NotRunnable as why:
             status = Status.NA if str(why).startswith("not applicable") else Status.NOT_RUN
             return row(check_id, status, str(why))
