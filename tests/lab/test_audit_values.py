@@ -259,3 +259,17 @@ def test_the_audit_page_lists_every_declared_row_from_its_declaration() -> None:
         assert check.does.replace("|", "\\|") in line
         assert check.passes in line
         assert all(f"[{item}](checklist.md#{item.lower()})" in line for item in check.items)
+
+
+def test_a_row_declared_twice_or_in_another_rows_place_is_refused() -> None:
+    from lockguide_lab.audit.checks import CHECKS
+    from lockguide_lab.audit.checks.common import audit_row
+
+    def nothing(session: object) -> object:
+        raise AssertionError("never run")
+
+    taken = CHECKS[0]
+    with pytest.raises(ValueError, match="declared twice"):
+        audit_row(taken.id, "again", must=False, order=10_000, does="", passes="")(nothing)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=f"share order={taken.order}"):
+        audit_row("new", "new", must=False, order=taken.order, does="", passes="")(nothing)  # type: ignore[arg-type]

@@ -60,6 +60,8 @@ def audit_row(
     def declare(function: CheckFunction) -> CheckFunction:
         if check_id in DECLARED:
             raise ValueError(f"audit row {check_id!r} is declared twice")
+        if clash := [c.id for c in DECLARED.values() if c.order == order]:
+            raise ValueError(f"audit rows {check_id!r} and {clash[0]!r} share order={order}")
         DECLARED[check_id] = Check(
             check_id,
             title,
