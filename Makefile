@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # axe-core for the browser suite's accessibility checks, pinned in tests/browser/package-lock.json.
 AXE    := tests/browser/node_modules/axe-core/package.json
 
-.PHONY: serve test check build venv lock clean soak
+.PHONY: serve test check build venv lock clean soak audit-full
 
 export NO_MKDOCS_2_WARNING := 1
 
@@ -66,6 +66,13 @@ check: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/python -m lockguide_lab.history.soak --schedules 10000 \
 	  --backend fakeredis --backend redis-server $(SOAK_ARGS)
+
+# The full audit (not part of `make test`, which audits a sample): every library on every
+# row against its saved results (docs/libraries.results.json), and every broken control on
+# every row (it differs from its correct sibling in its own row alone). About 8 minutes.
+audit-full: $(STAMP)
+	LOCKGUIDE_FULL_AUDIT=1 LOCKGUIDE_REQUIRE_REAL_REDIS=1 $(BIN)/pytest -q \
+	  tests/lab/test_audit.py tests/lab/test_audit_controls.py $(PYTEST_ARGS)
 
 # Re-pin requirements/dev.txt from requirements/dev.in (run after changing dev.in).
 lock:

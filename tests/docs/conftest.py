@@ -20,10 +20,19 @@ def postgres_dsn() -> Iterator[str]:
     shutil.rmtree(base, ignore_errors=True)
 
 
+def empty_schema(dsn: str) -> None:
+    """Drop the ``public`` schema with everything in it and make it again, empty.
+
+    Whatever a test made there (a recipe's table, a page's sequence) goes with it: a new
+    recipe's tables are cleaned without naming them here.
+    """
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("DROP SCHEMA public CASCADE")
+        admin.execute("CREATE SCHEMA public")
+
+
 @pytest.fixture
 def pg(postgres_dsn: str) -> str:
-    """The server's conninfo, with the tables the docs create dropped first."""
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        for table in ("fenced_resource", "invoices", "accounts"):
-            admin.execute(f"DROP TABLE IF EXISTS {table}")
+    """The server's conninfo, on an empty ``public`` schema (see :func:`empty_schema`)."""
+    empty_schema(postgres_dsn)
     return postgres_dsn

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import importlib.util
+import re
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ import pytest
 
 from lockguide import FencedLock, Lock
 from lockguide_lab.testbed.consensus import EtcdCluster
+from tests.docs.conftest import empty_schema
 from tests.docs.test_docs import DOCS, INCLUDE_MARK, ROOT
 from tests.support import Backend
 
@@ -47,17 +49,65 @@ def load(name: str, backend: Backend | None, monkeypatch: pytest.MonkeyPatch) ->
 # -- the page and the files agree ------------------------------------------------------
 
 
-def test_every_recipe_is_on_the_page_short_and_without_prints_or_sleeps() -> None:
+#: The template rules, written once in the Recipes page's source (an HTML comment, so the
+#: reader does not see it and a recipe's author does): ``lines: N``, ``non-blank lines: N``
+#: and ``never: TEXT`` lines inside ``<!-- Template rules ... -->``.
+RULES = re.compile(r"<!-- Template rules.*?-->", re.DOTALL)
+RULE = re.compile(r"^\s*(lines|non-blank lines|never):\s*(\S.*?)\s*$", re.MULTILINE)
+
+
+def template_rules(page: str) -> dict[str, list[str]]:
+    """The rules the page's source states: ``{"lines": ["30"], "never": ["print(", ...]}``."""
+    found = RULES.search(page)
+    assert found, "docs/recipes.md has lost its <!-- Template rules ... --> comment"
+    rules: dict[str, list[str]] = {}
+    for name, value in RULE.findall(found.group()):
+        rules.setdefault(name, []).append(value)
+    return rules
+
+
+def broken_rules(source: str, rules: dict[str, list[str]]) -> list[str]:
+    """The rules ``source`` breaks, each said as the page says it."""
+    lines = source.splitlines()
+    broken = [f"lines: {n}" for n in rules["lines"] if len(lines) > int(n)]
+    filled = sum(1 for line in lines if line.strip())
+    broken += [f"non-blank lines: {n}" for n in rules["non-blank lines"] if filled > int(n)]
+    return broken + [f"never: {text}" for text in rules["never"] if text in source]
+
+
+def test_every_recipe_is_on_the_page_and_keeps_the_template_rules() -> None:
     page = (DOCS / "recipes.md").read_text("utf-8")
+    rules = template_rules(page)
+    assert rules == {
+        "lines": ["30"],
+        "non-blank lines": ["25"],
+        "never": ["print(", "sleep"],
+    }, "the rules changed: change this line with them, on purpose"
     assert len(ALL) >= 9
     for path in ALL:
         assert f'{INCLUDE_MARK} "snippets/recipes/{path.name}"' in page, path.name
-        source = path.read_text("utf-8")
-        lines = source.splitlines()
-        assert len(lines) <= 30, f"{path.name} is longer than a template"
-        assert sum(1 for line in lines if line.strip()) <= 25, path.name
-        assert "print(" not in source, path.name
-        assert "sleep" not in source, path.name
+        assert not broken_rules(path.read_text("utf-8"), rules), path.name
+
+
+def test_the_template_rules_catch_a_long_noisy_recipe() -> None:
+    rules = template_rules((DOCS / "recipes.md").read_text("utf-8"))
+    assert broken_rules("x = 1\n" * 26, rules) == ["non-blank lines: 25"]
+    assert broken_rules("\n" * 31, rules) == ["lines: 30"]
+    noisy = "import time\ntime.sleep(1)\nprint('done')\n"
+    assert broken_rules(noisy, rules) == ["never: print(", "never: sleep"]
+    assert broken_rules("x = 1\n", rules) == []
+
+
+@pytest.mark.postgres
+def test_each_test_starts_on_an_empty_schema_whatever_a_recipe_created(pg: str) -> None:
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute("CREATE TABLE a_new_recipes_table (id SERIAL PRIMARY KEY)")
+    empty_schema(pg)
+    with psycopg.connect(pg) as db:
+        left = db.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace"
+        )
+        assert left.fetchall() == []
 
 
 # -- plain redis-py ---------------------------------------------------------------------

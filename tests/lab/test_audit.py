@@ -1,31 +1,47 @@
 """The audit, run on real redis-server processes against every library it compares.
 
-One session fixture starts five independent servers and audits every shipped
-adapter once; the tests below assert what those runs found, and that the
-committed comparison page is exactly what the runs render.
+The libraries' reports are saved beside the comparison page
+(``docs/libraries.results.json``, written by ``tools/regenerate_libraries_page.py``):
+the tests below assert what those runs found, that the committed page is exactly what
+they render, and that a fresh audit of a sample of the libraries finds the same rows
+(of every library with ``LOCKGUIDE_FULL_AUDIT=1``: one audit for the session).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 import lockguide
-from lockguide_lab.audit import BUILTIN, Report, Server, Status, audit, audit_all, audit_on
+from lockguide_lab.audit import (
+    BUILTIN,
+    CHECKS,
+    Report,
+    Server,
+    Status,
+    audit,
+    audit_all,
+    audit_on,
+)
 from lockguide_lab.audit.adapters import process_clock
 from lockguide_lab.audit.adapters.lockguide_redlock import RedlockAdapter
-from lockguide_lab.audit.page import LIBRARIES, render
+from lockguide_lab.audit.checks import CHECKS_BY_ID
+from lockguide_lab.audit.page import LIBRARIES, StaleVersion, load_results, render, splice
 from lockguide_lab.audit.servers import server_at
 from tests.docs.test_docs import ROOT
+from tests.lab.full_audit import full_audit
 from tests.support import start_redis_server
-from tools.regenerate_libraries_page import PAGE
+from tools.regenerate_libraries_page import AUDITED, PAGE, RESULTS
 
 pytestmark = pytest.mark.real_redis
 
@@ -39,10 +55,67 @@ def audit_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Ser
 
 
 @pytest.fixture(scope="session")
-def reports(audit_servers: list[Server]) -> dict[str, Report]:
-    names = (*LIBRARIES, "broken")
+def reports() -> dict[str, Report]:
+    """The saved reports: every library on the page, and the broken lock."""
+    return load_results(RESULTS)
+
+
+#: How many libraries a default run audits afresh, in turn by the day; the rest are
+#: audited by ``LOCKGUIDE_FULL_AUDIT=1`` (``make audit-full``) and on every regeneration.
+SAMPLE_SIZE = 2
+#: Names (comma-separated) to audit instead of the day's sample, e.g. to rerun a failure.
+SAMPLE_ENV = "LOCKGUIDE_AUDIT_SAMPLE"
+
+
+def sample() -> list[str]:
+    """The libraries this run audits afresh: all of them for a full audit, else
+    ``SAMPLE_SIZE`` of them chosen by the date, so that every library comes round."""
+    if full_audit():
+        return list(AUDITED)
+    if chosen := os.environ.get(SAMPLE_ENV):
+        return chosen.split(",")
+    start = date.today().toordinal() * SAMPLE_SIZE % len(AUDITED)
+    return [AUDITED[(start + i) % len(AUDITED)] for i in range(SAMPLE_SIZE)]
+
+
+@pytest.fixture(scope="session")
+def fresh(audit_servers: list[Server]) -> dict[str, Report]:
+    """The sample, audited now on every row (once for the session)."""
+    names = sample()
     found = audit_all([BUILTIN[name] for name in names], audit_servers, backend="redis-server")
     return dict(zip(names, found, strict=True))
+
+
+def what_the_page_shows(report: Report) -> list[tuple[str, str, str]]:
+    return [(row.id, row.status.value, row.summary) for row in report.rows]
+
+
+def test_a_fresh_audit_finds_what_the_saved_results_say(
+    reports: dict[str, Report], fresh: dict[str, Report]
+) -> None:
+    for name, report in fresh.items():
+        saved = reports[name]
+        assert (report.name, report.version) == (saved.name, saved.version), (
+            f"{name} was upgraded: tools/regenerate_libraries_page.py --library {name}"
+        )
+        assert what_the_page_shows(report) == what_the_page_shows(saved), (
+            f"{name}'s saved rows are stale (sample {SAMPLE_ENV}={','.join(fresh)}): "
+            f"regenerate them with tools/regenerate_libraries_page.py --library {name}, "
+            "or one row for every library with --only ROW"
+        )
+
+
+def test_the_saved_results_hold_every_row_of_every_library(reports: dict[str, Report]) -> None:
+    assert list(reports) == list(AUDITED)
+    for name, report in reports.items():
+        missing = [c.id for c in CHECKS if c.id not in {row.id for row in report.rows}]
+        assert not missing, (
+            f"{name} has no saved row {missing}: tools/regenerate_libraries_page.py --only ROW"
+        )
+        assert [row.id for row in report.rows] == [c.id for c in CHECKS]
+        for row in report.rows:  # the titles and must flags come from the declarations
+            check = CHECKS_BY_ID[row.id]
+            assert (row.title, row.must) == (check.title, check.must), (name, row.id)
 
 
 def statuses(report: Report) -> dict[str, Status]:
@@ -307,9 +380,11 @@ def test_python_redis_lock_forked_child_deletes_its_parents_lock(
 def test_comparison_page_is_current(reports: dict[str, Report]) -> None:
     fresh = render([reports[name] for name in LIBRARIES])
     assert PAGE == ROOT / "docs" / "libraries.md"
+    assert RESULTS == ROOT / "docs" / "libraries.results.json"
     committed = PAGE.read_text("utf-8")
     assert committed == fresh, (
-        f"{PAGE} is stale: regenerate it with `.venv/bin/python tools/regenerate_libraries_page.py`"
+        f"{PAGE} is stale: render it from the saved results with "
+        "`.venv/bin/python tools/regenerate_libraries_page.py --render`"
     )
 
 
@@ -317,6 +392,24 @@ def test_page_renders_the_same_from_saved_json(reports: dict[str, Report]) -> No
     saved = json.loads(json.dumps([reports[n].to_dict() for n in LIBRARIES]))
     again = [Report.from_dict(d) for d in saved]
     assert render(again) == render([reports[n] for n in LIBRARIES])
+
+
+def test_one_row_is_spliced_in_its_place_and_an_upgrade_is_refused(
+    reports: dict[str, Report],
+) -> None:
+    saved = {"pottery": reports["pottery"]}
+    drift = reports["pottery"].row("drift")
+    rerun = dataclasses.replace(
+        reports["pottery"], rows=[dataclasses.replace(drift, summary="rerun")]
+    )
+    merged = splice(saved, {"pottery": rerun})["pottery"]
+    assert [row.id for row in merged.rows] == [c.id for c in CHECKS]
+    assert merged.row("drift").summary == "rerun"
+    assert merged.row("retry") == reports["pottery"].row("retry")
+    assert reports["pottery"].row("drift").summary != "rerun"  # the saved one is untouched
+    upgraded = dataclasses.replace(rerun, version="99.0")
+    with pytest.raises(StaleVersion, match=r"pottery is .* 99\.0 now"):
+        splice(saved, {"pottery": upgraded})
 
 
 #: The console script the lab declares (``[project.scripts]`` in lab/pyproject.toml).
@@ -342,8 +435,15 @@ def test_console_script_lists_the_built_in_adapters() -> None:
     assert "usage: lockguide-audit" in run_cli("--masters", "0", "lockguide").stderr
 
 
+#: The rows that decide the exit status: the CLI tests about it run these alone (the wait
+#: row, not a must, would wait 20 s for the broken lock, which waits for ever).
+MUST = [f"--check={check.id}" for check in CHECKS if check.must]
+
+
 def test_cli_exits_non_zero_when_a_must_have_fails() -> None:
-    result = run_cli("lockguide_lab.audit.adapters.broken:adapter", "--backend", "fake", "--json")
+    result = run_cli(
+        "lockguide_lab.audit.adapters.broken:adapter", "--backend", "fake", "--json", *MUST
+    )
     assert result.returncode == 1, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     failed = {row["id"] for row in data["rows"] if row["must"] and row["status"] == "fail"}
@@ -352,14 +452,19 @@ def test_cli_exits_non_zero_when_a_must_have_fails() -> None:
 
 
 def test_cli_exits_zero_for_a_lock_that_keeps_the_rules() -> None:
-    result = run_cli("lockguide", "--backend", "fake", "--brief")
+    result = run_cli("lockguide", "--backend", "fake", "--brief", *MUST)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every must-have row passed" in result.stdout
 
 
 def test_cli_prints_a_markdown_table_for_a_pull_request() -> None:
     result = run_cli(
-        "lockguide_lab.audit.adapters.broken:adapter", "--backend", "fake", "--format", "markdown"
+        "lockguide_lab.audit.adapters.broken:adapter",
+        "--backend",
+        "fake",
+        "--format",
+        "markdown",
+        *MUST,
     )
     assert result.returncode == 1, result.stderr  # the format does not change the exit status
     lines = result.stdout.splitlines()

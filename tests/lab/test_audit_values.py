@@ -238,3 +238,38 @@ def test_a_check_that_could_not_make_its_condition_happen_is_tried_again(
     assert session.cleanups == len(calls)  # cleaned up after every try
     if expected == "error":
         assert got.summary == "the check could not run: no SET of the lock passed the links"
+
+
+def test_the_audit_page_lists_every_declared_row_from_its_declaration() -> None:
+    """The Audit page's table is made at build time from the rows' declarations
+    (hooks/audit_rows.py): a new row is on the page with no edit to it."""
+    from lockguide_lab.audit.checks import CHECKS
+    from tests.docs.test_guide import load_hook
+    from tests.sitebuild import ROOT
+
+    hook = load_hook("audit_rows")
+    page = (ROOT / "docs" / "audit.md").read_text("utf-8")
+    assert page.count(hook.MARKER) == 1
+    rendered = hook.on_page_markdown(page, None, None, None)
+    assert hook.MARKER not in rendered
+    rows = [line for line in rendered.splitlines() if line.startswith("| ")][2:]
+    for check in CHECKS:
+        line = next((r for r in rows if r.startswith(f"| {check.title} |")), None)
+        assert line is not None, check.id
+        assert check.does.replace("|", "\\|") in line
+        assert check.passes in line
+        assert all(f"[{item}](checklist.md#{item.lower()})" in line for item in check.items)
+
+
+def test_a_row_declared_twice_or_in_another_rows_place_is_refused() -> None:
+    from lockguide_lab.audit.checks import CHECKS
+    from lockguide_lab.audit.checks.common import audit_row
+
+    def nothing(session: object) -> object:
+        raise AssertionError("never run")
+
+    taken = CHECKS[0]
+    with pytest.raises(ValueError, match="declared twice"):
+        audit_row(taken.id, "again", must=False, order=10_000, does="", passes="")(nothing)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=f"share order={taken.order}"):
+        audit_row("new", "new", must=False, order=taken.order, does="", passes="")(nothing)  # type: ignore[arg-type]

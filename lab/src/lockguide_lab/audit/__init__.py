@@ -30,7 +30,8 @@ from lockguide_lab.audit.adapter import (
     TtlSpec,
     Unsupported,
 )
-from lockguide_lab.audit.report import CHECKS, Check, Report, Row, Status
+from lockguide_lab.audit.checks import CHECKS
+from lockguide_lab.audit.report import Check, Control, Report, Row, Status
 from lockguide_lab.audit.run import BUILTIN, audit, audit_all, audit_on
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Adapter",
     "AdapterFactory",
     "Check",
+    "Control",
     "Holder",
     "Report",
     "Row",

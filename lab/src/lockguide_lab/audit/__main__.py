@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from lockguide_lab.audit.adapter import Unsupported
-from lockguide_lab.audit.report import CHECKS
+from lockguide_lab.audit.checks import CHECKS
 from lockguide_lab.audit.run import BUILTIN, audit
 from lockguide_lab.testbed.process import ServerUnavailable
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CHECKS", "MARKS", "Check", "Report", "Row", "Status"]
+if TYPE_CHECKING:
+    from lockguide_lab.audit.session import AuditSession
+
+__all__ = ["MARKS", "Check", "Control", "Report", "Row", "Status"]
 
 
 class Status(enum.StrEnum):
@@ -26,39 +30,35 @@ class Status(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class Control:
+    """A broken control lock for one row: ``broken`` differs from its correct ``sibling`` in
+    the one rule the row tests, so its report must differ from the sibling's in that row
+    alone. Both name factories in the repository's ``tests/lab/audit_controls.py``."""
+
+    broken: str
+    sibling: str
+
+
+@dataclass(frozen=True)
 class Check:
-    """One row of the audit, and the checklist items (``C-n`` in docs/checklist.md) it tests."""
+    """One row of the audit, declared once, beside its check function (:func:`audit_row`).
+
+    ``items`` are the checklist items (``C-n`` in docs/checklist.md) it tests; ``order``
+    places it in the report; ``does`` and ``passes`` are its line on the Audit page;
+    ``controls`` the broken locks that prove it catches its mistake.
+    """
 
     id: str
     title: str
     must: bool
     redlock_only: bool = False
     items: tuple[str, ...] = ()
+    order: int = 0
+    does: str = ""
+    passes: str = ""
+    controls: tuple[Control, ...] = ()
+    run: Callable[[AuditSession], Row] | None = field(default=None, compare=False, repr=False)
 
-
-#: The audit's rows, in report order. ``must`` rows decide the exit status.
-CHECKS: tuple[Check, ...] = (
-    # The Redis docs ask for a unique value; unpredictable is the guide's own, stricter
-    # rule (a value another client can produce lets it release a lock it does not hold).
-    Check("unique", "unique value (the Redis docs' rule)", must=True, items=("C-3",)),
-    Check("unpredictable", "unpredictable value (the guide's own rule)", False, items=("C-3",)),
-    Check("release", "release is compare-and-delete", must=True, items=("C-3",)),
-    Check("ttl", "a TTL is set by default", must=True, items=("C-4",)),
-    Check("exclusion", "a second holder is refused (every TTL mode)", must=True),
-    Check("pause", "a pause past the TTL leads to overlap", must=False, items=("C-8",)),
-    Check("fencing", "fencing tokens offered", must=False, items=("C-8", "C-9")),
-    Check("renewal", "renewal failure visible to the holder", must=True, items=("C-4", "C-6")),
-    Check("wait", "a default acquire gives up (no wait for ever)", must=False, items=("C-5",)),
-    Check("cancel", "a cancelled release still releases", must=False, items=("C-3",)),
-    Check("renewal-stops", "renewal stops at release", must=False, items=("C-4",)),
-    Check("fork", "a forked child cannot release the parent's lock", False, items=("C-3",)),
-    Check("parallel", "parallel acquisition", False, redlock_only=True, items=("C-17",)),
-    Check("partial", "partial acquisitions released", True, redlock_only=True, items=("C-17",)),
-    Check("retry", "randomised retry", must=True, redlock_only=True, items=("C-17",)),
-    Check("drift", "drift accounted", must=True, redlock_only=True, items=("C-18",)),
-    Check("monotonic", "elapsed time on a monotonic clock", False, True, items=("C-18",)),
-)
-CHECKS_BY_ID = {check.id: check for check in CHECKS}
 
 #: How each status is shown in Markdown (the comparison page and ``--format markdown``).
 MARKS = {

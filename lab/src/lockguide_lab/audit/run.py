@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 from lockguide_lab.audit.adapter import AdapterFactory, Server, Unsupported
-from lockguide_lab.audit.checks import run_check
-from lockguide_lab.audit.report import CHECKS, Report, Row, Status
+from lockguide_lab.audit.checks import CHECKS, run_check
+from lockguide_lab.audit.report import Report, Row, Status
 from lockguide_lab.audit.servers import fake_servers, real_servers
 from lockguide_lab.audit.session import AuditSession, resolve_factory
 

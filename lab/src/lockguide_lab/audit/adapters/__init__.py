@@ -45,8 +45,16 @@ def process_clock() -> float:
 
 
 def seconds(ttl_ms: int) -> int:
-    """A lease in whole seconds, rounded up (for libraries that take seconds)."""
-    return max(1, math.ceil(ttl_ms / 1000))
+    """A lease or a wait in whole seconds, for libraries that take seconds.
+
+    A 0 stays 0: what the library does with it is what the audit reports (python-redis-lock
+    reads it as "never expires", sherlock's ``EXPIRE key 0`` deletes the key it just set).
+    A fraction of a second is rounded up, the library's unit; the rows that depend on the
+    lease read the TTL the library really set from the server.
+    """
+    if ttl_ms < 0:
+        raise ValueError(f"a negative duration: {ttl_ms} ms")
+    return math.ceil(ttl_ms / 1000)
 
 
 def version_of(distribution: str) -> str:

@@ -7,22 +7,22 @@ from typing import Any
 
 import redis
 
-from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec
+from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, Server, TtlSpec, Unsupported
 from lockguide_lab.audit.adapters import seconds, version_of
 
 
 class PythonRedisLockHolder:
-    def __init__(self, lock: Any, expire: int | None) -> None:
+    def __init__(self, lock: Any, refused: type[Exception]) -> None:
         self.lock = lock
-        self.expire = expire
+        self.refused = refused
 
     def acquire(self, wait_ms: float = 0) -> bool:
         if wait_ms <= 0:
             return bool(self.lock.acquire(blocking=False))
-        timeout = seconds(int(wait_ms))
-        if self.expire is not None:
-            timeout = min(timeout, self.expire)  # it refuses a timeout above expire
-        return bool(self.lock.acquire(blocking=True, timeout=timeout))
+        try:
+            return bool(self.lock.acquire(blocking=True, timeout=seconds(int(wait_ms))))
+        except self.refused as error:  # said, not replaced by a shorter wait it accepts
+            raise Unsupported(f"a wait longer than its expire ({error})") from error
 
     def acquire_default(self) -> bool:
         return bool(self.lock.acquire())
@@ -52,6 +52,7 @@ class PythonRedisLockAdapter:
         import redis_lock  # a development dependency, imported on use
 
         self._lock = redis_lock.Lock
+        self._refused = redis_lock.TimeoutTooLarge
         self.client: redis.Redis = servers[0].connect()
 
     def holder(
@@ -59,7 +60,7 @@ class PythonRedisLockAdapter:
     ) -> PythonRedisLockHolder:
         expire = None if ttl_ms in (DEFAULT, NO_EXPIRY) else seconds(int(ttl_ms))
         lock = self._lock(self.client, key, expire=expire, auto_renewal=renew)
-        return PythonRedisLockHolder(lock, expire)
+        return PythonRedisLockHolder(lock, self._refused)
 
     def close(self) -> None:
         self.client.close()

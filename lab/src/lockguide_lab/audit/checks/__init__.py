@@ -1,6 +1,7 @@
 """The checklist, one function per row; each runs the lock and reports what happened.
 
-The rows are grouped by what they need: :mod:`.holding` (any lock),
+Each row is declared once, by :func:`audit_row` on its function; :data:`CHECKS`
+collects them. The rows are grouped by what they need: :mod:`.holding` (any lock),
 :mod:`.pause` (a holder in its own process), :mod:`.renewal`,
 :mod:`.redlock` (several masters) and :mod:`.timing` (several masters, their
 replies held and the clocks moved).
@@ -8,52 +9,43 @@ replies held and the clocks moved).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import time
-from collections.abc import Callable
 
-from lockguide_lab.audit.checks.common import LINK_DELAY_S, NotApplicable, row
-from lockguide_lab.audit.checks.holding import (
-    check_exclusion,
-    check_fencing,
-    check_release,
-    check_ttl,
-    check_unique,
-    check_unpredictable,
+from lockguide_lab.audit.adapter import Unsupported
+from lockguide_lab.audit.checks.common import (
+    DECLARED,
+    LINK_DELAY_S,
+    CheckFunction,
+    NotApplicable,
+    audit_row,
+    row,
 )
-from lockguide_lab.audit.checks.lifecycle import (
-    check_cancel,
-    check_fork,
-    check_renewal_stops,
-    check_wait,
-)
-from lockguide_lab.audit.checks.pause import check_pause
-from lockguide_lab.audit.checks.redlock import check_parallel, check_partial, check_retry
-from lockguide_lab.audit.checks.renewal import check_renewal
-from lockguide_lab.audit.checks.timing import check_drift, check_monotonic
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.report import Check, Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, NotRunnable
 
-__all__ = ["CHECK_FUNCTIONS", "LINK_DELAY_S", "TRIES", "run_check"]
+__all__ = [
+    "CHECKS",
+    "CHECKS_BY_ID",
+    "CHECK_FUNCTIONS",
+    "LINK_DELAY_S",
+    "TRIES",
+    "audit_row",
+    "run_check",
+]
 
+# Every module of this package declares its rows as it is imported: a new module (or a
+# new row in one) needs no line here.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-CHECK_FUNCTIONS: dict[str, Callable[[AuditSession], Row]] = {
-    "unique": check_unique,
-    "unpredictable": check_unpredictable,
-    "release": check_release,
-    "ttl": check_ttl,
-    "exclusion": check_exclusion,
-    "pause": check_pause,
-    "fencing": check_fencing,
-    "renewal": check_renewal,
-    "wait": check_wait,
-    "cancel": check_cancel,
-    "renewal-stops": check_renewal_stops,
-    "fork": check_fork,
-    "parallel": check_parallel,
-    "partial": check_partial,
-    "retry": check_retry,
-    "drift": check_drift,
-    "monotonic": check_monotonic,
+#: The audit's rows, in report order. ``must`` rows decide the exit status.
+CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED.values(), key=lambda check: check.order))
+CHECKS_BY_ID: dict[str, Check] = {check.id: check for check in CHECKS}
+#: The function that runs each row (the tests replace one to try run_check's retries).
+CHECK_FUNCTIONS: dict[str, CheckFunction] = {
+    check.id: check.run for check in CHECKS if check.run is not None
 }
 
 
@@ -74,6 +66,8 @@ def run_check(session: AuditSession, check_id: str) -> Row:
             return result
         except NotApplicable as why:
             return row(check_id, Status.NA, str(why))
+        except Unsupported as why:  # an argument the library does not take: said, not guessed
+            return row(check_id, Status.NOT_RUN, f"not supported by the library: {why}")
         except NotRunnable as why:
             status = Status.NA if str(why).startswith("not applicable") else Status.NOT_RUN
             return row(check_id, status, str(why))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lockguide_lab.audit.adapter import Holder
-from lockguide_lab.audit.report import CHECKS_BY_ID, Row, Status
+from lockguide_lab.audit.report import Check, Control, Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, LockKey
 
 #: Seed used to test whether values come from Python's ``random`` module.
@@ -31,8 +32,55 @@ PAST_TTL_MS = 1000
 DRIFT_PAST_MS = 150
 
 
+CheckFunction = Callable[[AuditSession], Row]
+
+#: Every row the check modules declare with :func:`audit_row`, by id, as they are imported.
+#: ``lockguide_lab.audit.checks.CHECKS`` is this, in report order.
+DECLARED: dict[str, Check] = {}
+
+
+def audit_row(
+    check_id: str,
+    title: str,
+    *,
+    must: bool,
+    order: int,
+    does: str,
+    passes: str,
+    items: tuple[str, ...] = (),
+    redlock_only: bool = False,
+    controls: tuple[Control, ...] = (),
+) -> Callable[[CheckFunction], CheckFunction]:
+    """Declare the row a check function runs: the one place a row is written.
+
+    The report, the command line's ``--check`` choices, the libraries page's table, the
+    Audit page's table and the control tests are all derived from these declarations.
+    """
+
+    def declare(function: CheckFunction) -> CheckFunction:
+        if check_id in DECLARED:
+            raise ValueError(f"audit row {check_id!r} is declared twice")
+        if clash := [c.id for c in DECLARED.values() if c.order == order]:
+            raise ValueError(f"audit rows {check_id!r} and {clash[0]!r} share order={order}")
+        DECLARED[check_id] = Check(
+            check_id,
+            title,
+            must,
+            redlock_only,
+            items,
+            order=order,
+            does=does,
+            passes=passes,
+            controls=controls,
+            run=function,
+        )
+        return function
+
+    return declare
+
+
 def row(check_id: str, status: Status, summary: str, **extra: Any) -> Row:
-    check = CHECKS_BY_ID[check_id]
+    check = DECLARED[check_id]
     return Row(
         id=check.id,
         title=check.title,

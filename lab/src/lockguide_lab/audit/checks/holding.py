@@ -7,22 +7,12 @@ import threading
 import time
 
 from lockguide_lab.audit.adapter import DEFAULT, NO_EXPIRY, TtlSpec, Unsupported
-from lockguide_lab.audit.checks.common import SEED, acquire, row, seconds
+from lockguide_lab.audit.checks.common import SEED, acquire, audit_row, row, seconds
 from lockguide_lab.audit.child import HolderProcess
 from lockguide_lab.audit.gates import CrashGate, HoldGate
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.report import Control, Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, NotRunnable, describe_call
 from lockguide_lab.audit.values import MIN_BITS, judge_values
-
-__all__ = [
-    "check_exclusion",
-    "check_fencing",
-    "check_release",
-    "check_ttl",
-    "check_unique",
-    "check_unpredictable",
-]
-
 
 # -- unique value (the Redis docs' rule), unpredictable value (the guide's) --------------------
 
@@ -61,6 +51,18 @@ _NO_VALUE = (
 )
 
 
+# The Redis docs ask for a unique value; unpredictable is the guide's own, stricter
+# rule (a value another client can produce lets it release a lock it does not hold).
+@audit_row(
+    "unique",
+    "unique value (the Redis docs' rule)",
+    must=True,
+    order=10,
+    items=("C-3",),
+    does="acquires 6 times, reads the stored value",
+    passes="no value repeats",
+    controls=(Control("repeating_value", "single"),),
+)
 def check_unique(session: AuditSession) -> Row:
     """The Redis docs' rule: a value unique per acquisition (what the release compares)."""
     sampled = _values(session)
@@ -84,6 +86,19 @@ def check_unique(session: AuditSession) -> Row:
     )
 
 
+@audit_row(
+    "unpredictable",
+    "unpredictable value (the guide's own rule)",
+    must=False,
+    order=20,
+    items=("C-3",),
+    does="the same values, then two runs after the same `random.seed()`",
+    passes=(
+        "not a `uuid1`, not only a number changing, room for 120 random bits, not reproduced "
+        "by the seed"
+    ),
+    controls=(Control("predictable_value", "single"),),
+)
 def check_unpredictable(session: AuditSession) -> Row:
     """The guide's own, stricter rule: a value no other client can produce."""
     sampled = _values(session)
@@ -129,6 +144,19 @@ def check_unpredictable(session: AuditSession) -> Row:
 # -- release is compare-and-delete -----------------------------------------------------------
 
 
+@audit_row(
+    "release",
+    "release is compare-and-delete",
+    must=True,
+    order=30,
+    items=("C-3",),
+    does=(
+        "A's lease is ended on the server (`PEXPIRE 1`); B acquires; A extends and releases; "
+        "C tries. Then the reply to A's release `GET` is held while B acquires"
+    ),
+    passes="C refused and B's key intact, both times",
+    controls=(Control("two_command_release", "single"),),
+)
 def check_release(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:release"
@@ -251,6 +279,19 @@ def _release_race(session: AuditSession, key: str) -> tuple[bool | None, list[st
 # -- a TTL by default ------------------------------------------------------------------------
 
 
+@audit_row(
+    "ttl",
+    "a TTL is set by default",
+    must=True,
+    order=40,
+    items=("C-4",),
+    does=(
+        "reads `PTTL` after a default acquire; then kills a holder process after each command "
+        "of its acquire"
+    ),
+    passes="every lock key has a TTL, also after a crash between commands",
+    controls=(Control("two_command_ttl", "single"),),
+)
 def check_ttl(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:ttl"
@@ -388,6 +429,14 @@ def _crash_between_commands(
 # -- basic exclusion in every TTL mode -----------------------------------------------------------
 
 
+@audit_row(
+    "exclusion",
+    "a second holder is refused (every TTL mode)",
+    must=True,
+    order=50,
+    does="A holds, B tries, in every TTL mode",
+    passes="B refused",
+)
 def check_exclusion(session: AuditSession) -> Row:
     adapter = session.adapter()
     modes: list[tuple[str, TtlSpec]] = [
@@ -435,6 +484,15 @@ def check_exclusion(session: AuditSession) -> Row:
 # -- fencing tokens ------------------------------------------------------------------------------
 
 
+@audit_row(
+    "fencing",
+    "fencing tokens offered",
+    must=False,
+    order=70,
+    items=("C-8", "C-9"),
+    does="three holders in turn, one after an expired lease",
+    passes="tokens strictly increase",
+)
 def check_fencing(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:fencing"

@@ -10,13 +10,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lockguide_lab.audit.adapter import DEFAULT, TtlSpec, Unsupported
-from lockguide_lab.audit.checks.common import acquire, row, seconds
+from lockguide_lab.audit.checks.common import acquire, audit_row, row, seconds
 from lockguide_lab.audit.child import HolderProcess
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.report import Control, Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, NotRunnable, describe_call
 from lockguide_lab.testbed.clock import real_now
-
-__all__ = ["check_cancel", "check_fork", "check_renewal_stops", "check_wait"]
 
 #: How long the wait row lets a default acquire wait for a lock someone else holds: well past
 #: the longest finite default of the audited libraries (sherlock's and lockguide's 10 s), so
@@ -39,6 +37,16 @@ def _when(took_s: float) -> str:
 # -- a default acquire that waits for ever -----------------------------------------------------
 
 
+@audit_row(
+    "wait",
+    "a default acquire gives up (no wait for ever)",
+    must=False,
+    order=90,
+    items=("C-5",),
+    does="A holds for 60 s; B calls the acquire with no arguments",
+    passes="B gives up within 20 s",
+    controls=(Control("waits_forever", "single"),),
+)
 def check_wait(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:wait" + session.namespace
@@ -99,6 +107,16 @@ def check_wait(session: AuditSession) -> Row:
 # -- a cancelled release -----------------------------------------------------------------------
 
 
+@audit_row(
+    "cancel",
+    "a cancelled release still releases",
+    must=False,
+    order=100,
+    items=("C-3",),
+    does="an asyncio lock's release task is cancelled at its first `await`",
+    passes="the key is gone anyway",
+    controls=(Control("unshielded_release", "async_single"),),
+)
 def check_cancel(session: AuditSession) -> Row:
     adapter = session.adapter()
     loop: asyncio.AbstractEventLoop | None = getattr(adapter, "loop", None)
@@ -163,6 +181,16 @@ def check_cancel(session: AuditSession) -> Row:
 # -- a watchdog that keeps renewing after release ------------------------------------------------
 
 
+@audit_row(
+    "renewal-stops",
+    "renewal stops at release",
+    must=False,
+    order=110,
+    items=("C-4",),
+    does="A (renewed) releases, B acquires; A's links are watched for 1.5 s",
+    passes="nothing more from A names the key",
+    controls=(Control("renews_after_release", "renewing"),),
+)
 def check_renewal_stops(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:stops"
@@ -229,6 +257,16 @@ def check_renewal_stops(session: AuditSession) -> Row:
 # -- a watchdog after fork -----------------------------------------------------------------------
 
 
+@audit_row(
+    "fork",
+    "a forked child cannot release the parent's lock",
+    must=False,
+    order=120,
+    items=("C-3",),
+    does="a renewing holder process forks; the child releases",
+    passes="the parent's key survives, and its renewal goes on",
+    controls=(Control("fork_unaware", "renewing"),),
+)
 def check_fork(session: AuditSession) -> Row:
     adapter = session.adapter()
     if getattr(adapter, "asyncio", False):

@@ -7,17 +7,23 @@ import signal
 import time
 
 from lockguide_lab.audit.adapter import Holder
-from lockguide_lab.audit.checks.common import PAUSE_TTL_MS, row
+from lockguide_lab.audit.checks.common import PAUSE_TTL_MS, audit_row, row
 from lockguide_lab.audit.child import HolderProcess
 from lockguide_lab.audit.report import Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError, describe_call
 
-__all__ = ["check_pause"]
-
-
 # -- a pause past the TTL ---------------------------------------------------------------------
 
 
+@audit_row(
+    "pause",
+    "a pause past the TTL leads to overlap",
+    must=False,
+    order=60,
+    items=("C-8",),
+    does="a holder process stopped with `SIGSTOP` past its lease; B tries",
+    passes="never: a warning for every timeout lock; a lock that never expires fails",
+)
 def check_pause(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:pause"

@@ -9,17 +9,27 @@ from lockguide_lab.audit.checks.common import (
     LINK_DELAY_S,
     RETRY_WAIT_MS,
     RETRY_WAIT_MS_LOADED,
+    audit_row,
     redlock_only,
     row,
 )
 from lockguide_lab.audit.gates import ErrorGate
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.report import Control, Row, Status
 from lockguide_lab.audit.session import OCCUPANT, AuditSession, CheckError, describe_call
 from lockguide_lab.testbed.clock import real_now
 
-__all__ = ["check_parallel", "check_partial", "check_retry"]
 
-
+@audit_row(
+    "parallel",
+    "parallel acquisition",
+    must=False,
+    order=130,
+    items=("C-17",),
+    redlock_only=True,
+    does="each master's link delays requests 30 ms",
+    passes="about one delay, not one per master",
+    controls=(Control("sequential", "class_clock_redlock"),),
+)
 def check_parallel(session: AuditSession) -> Row:
     redlock_only(session, "parallel")
     links, servers = session.linked()
@@ -60,6 +70,20 @@ def check_parallel(session: AuditSession) -> Row:
     return row("parallel", Status.FAIL, summary, details=details, delays=round(trips, 2))
 
 
+@audit_row(
+    "partial",
+    "partial acquisitions released",
+    must=True,
+    order=140,
+    items=("C-17",),
+    redlock_only=True,
+    does="a majority held elsewhere; then one master answers `-LOADING`",
+    passes="no key left behind (0.5 s allowed for a background clean-up)",
+    controls=(
+        Control("keeps_partial", "class_clock_redlock"),
+        Control("raises_on_error", "class_clock_redlock"),
+    ),
+)
 def check_partial(session: AuditSession) -> Row:
     redlock_only(session, "partial")
     adapter = session.adapter()
@@ -183,6 +207,17 @@ def _error_path(
 JUDGED_GAPS = 4
 
 
+@audit_row(
+    "retry",
+    "randomised retry",
+    must=True,
+    order=150,
+    items=("C-17",),
+    redlock_only=True,
+    does="every master held; master 0's link timestamps the attempts",
+    passes="the pauses vary",
+    controls=(Control("fixed_retry", "class_clock_redlock"),),
+)
 def check_retry(session: AuditSession) -> Row:
     redlock_only(session, "retry")
     links, servers = session.linked()

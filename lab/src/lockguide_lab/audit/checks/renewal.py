@@ -5,16 +5,23 @@ from __future__ import annotations
 import time
 
 from lockguide_lab.audit.adapter import Unsupported
-from lockguide_lab.audit.checks.common import acquire, row
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.checks.common import acquire, audit_row, row
+from lockguide_lab.audit.report import Control, Row, Status
 from lockguide_lab.audit.session import OCCUPANT, AuditSession, describe_call, thread_errors
-
-__all__ = ["check_renewal"]
-
 
 # -- renewal failure visible ------------------------------------------------------------------
 
 
+@audit_row(
+    "renewal",
+    "renewal failure visible to the holder",
+    must=True,
+    order=80,
+    items=("C-4", "C-6"),
+    does="a renewed key's value is replaced",
+    passes="`lost()` turns `True` while the holder works (told only at release: *late*, a failure)",
+    controls=(Control("silent_renewal", "renewing"),),
+)
 def check_renewal(session: AuditSession) -> Row:
     adapter = session.adapter()
     key = "audit:renewal"

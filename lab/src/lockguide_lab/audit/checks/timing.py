@@ -27,16 +27,17 @@ from lockguide_lab.audit.checks.common import (
     DRIFT_PAST_MS,
     DRIFT_TTL_MS,
     PAST_TTL_MS,
+    audit_row,
     redlock_only,
     row,
 )
 from lockguide_lab.audit.child import HolderProcess
 from lockguide_lab.audit.gates import AllRepliesGate, PauseGate
-from lockguide_lab.audit.report import Row, Status
+from lockguide_lab.audit.report import Control, Row, Status
 from lockguide_lab.audit.session import AuditSession, CheckError
 from lockguide_lab.testbed.clock import ProcessClocks, VirtualClock, real_now
 
-__all__ = ["ReplyGate", "check_drift", "check_monotonic"]
+__all__ = ["ReplyGate"]
 
 
 class ReplyGate(AllRepliesGate):
@@ -140,6 +141,23 @@ def _acquire_after_a_pause(
     return said.removeprefix("acquired "), gate
 
 
+@audit_row(
+    "drift",
+    "drift accounted",
+    must=True,
+    order=160,
+    items=("C-18",),
+    redlock_only=True,
+    does=(
+        "a holder process is stopped between the grant reaching its sockets and reading it, "
+        "past its lease, then just inside the drift allowance"
+    ),
+    passes="both grants refused",
+    controls=(
+        Control("no_validity_check", "class_clock_redlock"),
+        Control("no_drift_allowance", "class_clock_redlock"),
+    ),
+)
 def check_drift(session: AuditSession) -> Row:
     """Kleppmann's second example: the grant arrives, the holder is paused before it reads it.
 
@@ -200,6 +218,17 @@ def check_drift(session: AuditSession) -> Row:
     )
 
 
+@audit_row(
+    "monotonic",
+    "elapsed time on a monotonic clock",
+    must=False,
+    order=170,
+    items=("C-18",),
+    redlock_only=True,
+    does="one virtual clock jumps mid-attempt: every clock, then the wall clock only",
+    passes="the wall-clock jump changes nothing",
+    controls=(Control("wall_clock_redlock", "class_clock_redlock"),),
+)
 def check_monotonic(session: AuditSession) -> Row:
     redlock_only(session, "monotonic")
     session.require_real("holding the replies and advancing the clocks (a link)")
