@@ -134,8 +134,9 @@ def check_unpredictable(session: AuditSession) -> Row:
     return row(
         "unpredictable",
         Status.PASS,
-        f"yes: {judged.length}-character values with room for at least {MIN_BITS} random "
-        "bits; not reproducible by seeding random",
+        # (the length stays in the details: a value naming its holder varies in length)
+        f"yes: room for at least {MIN_BITS} random bits in every value; not reproducible by "
+        "seeding random",
         details=details,
         **data,
     )
