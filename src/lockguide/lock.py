@@ -203,7 +203,11 @@ def exchange(
         raise
     finally:
         for i, conn in enumerate(conns):
-            if conn is not None:
+            if conn is None:
+                continue
+            if isinstance(results[i], BaseException):  # closed: not kept, so the next request
+                pools[i].release(conn)  # knows it must connect (a Redlock: to all at once)
+            else:
                 give_back(pools[i], kept[i], conn)
     return results
 

@@ -228,7 +228,7 @@ class RedlockSteps(LeaseState):
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         give_up_at = self._give_up_at(blocking, timeout_ms)
         first = True
-        while not (yield from self._try_steps(self._new_value(), give_up_at, first)):
+        while not (yield from self._try_steps(self._new_value(), give_up_at, first, blocking)):
             first = False
             pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
             if pause <= 0:
@@ -236,7 +236,9 @@ class RedlockSteps(LeaseState):
             yield Sleep(pause)
         return True
 
-    def _try_steps(self, value: str, give_up_at: float | None, first: bool) -> Steps[bool]:
+    def _try_steps(
+        self, value: str, give_up_at: float | None, first: bool, blocking: bool
+    ) -> Steps[bool]:
         """One try at every master, each waited for at most the time left; True if it won.
         A lost try leaves nothing behind."""
         budget = self._budget_s(self._timeout_s, give_up_at, first)
@@ -261,10 +263,13 @@ class RedlockSteps(LeaseState):
             raise
         if self._value == value:
             return True
-        # The masters that answered are alive: their deletes take a round trip, within the
-        # deadline or a few ms past it. A master that did not answer ends its key by its TTL.
-        left = self._budget_s(self._timeout_s, give_up_at, False)
-        yield from self._release_quietly(value, max(left, min(self._timeout_s, 0.01)))
+        # Release on every master (a reply can be lost). Near a blocking acquire's deadline,
+        # only on those that answered: they are alive, a round trip; one that did not answer
+        # may be frozen, would cost a node timeout past the deadline, and its key, if any,
+        # ends by its TTL.
+        near = give_up_at is not None and give_up_at - self._clock() < self._timeout_s
+        answered = tuple(i for i in range(len(replies)) if i not in errors)
+        yield from self._release_quietly(value, None, answered if near and blocking else None)
         if fatal is not None:
             error = errors[fatal]
             if isinstance(error, rx.MovedError | rx.AskError):  # a node of a cluster
@@ -272,10 +277,15 @@ class RedlockSteps(LeaseState):
             raise MasterError(self._key, fatal, self._where[fatal], error) from error  # type: ignore[arg-type]
         return False
 
-    def _release_quietly(self, value: str, timeout_s: float | None = None) -> Steps[None]:
-        """Delete ``value`` on every master, not only those that said yes (a reply can be lost)."""
+    def _release_quietly(
+        self, value: str, timeout_s: float | None = None, only: tuple[int, ...] | None = None
+    ) -> Steps[None]:
+        """Delete ``value`` on every master (or ``only`` those), not only those that said yes
+        (a reply can be lost)."""
+        if only == ():
+            return
         with contextlib.suppress(Exception):  # best effort: the TTL ends it otherwise
-            yield from self._run(RELEASE, value, timeout_s=timeout_s)
+            yield from self._run(RELEASE, value, only=only, timeout_s=timeout_s)
 
     def _run(
         self,
@@ -466,19 +476,21 @@ class Redlock(RedlockSteps, Driven):
         (two frozen ones cost one node timeout)."""
         timeout_s = self._timeout_s if effect.timeout_s is None else effect.timeout_s
         targets = range(len(self._pools)) if effect.only is None else effect.only
-        cold = [i for i in targets if not self._kept[i].warm]
+        cold = [i for i in targets if not self._kept[i].warm and not self._kept[i].idle]
         ready = None
-        if len(cold) > 1:
+        if len(cold) > 1:  # each connect is bounded by the pool's socket timeouts, and by
+            # the time left when the deadline cut it: a late connection is kept, not lost
+            cut = timeout_s < self._timeout_s
             due = time.monotonic() + timeout_s
             connecting = {i: _connector().submit(_connect, self._pools[i]) for i in cold}
-            ready = {i: self._connected(i, f, due) for i, f in connecting.items()}
+            ready = {i: self._connected(i, f, due if cut else None) for i, f in connecting.items()}
         replies = exchange(self._pools, self._kept, effect.commands, timeout_s, targets, ready)
         return [answer(r) if isinstance(r, list) else r for r in replies]
 
-    def _connected(self, i: int, connecting: Future[Any], due: float) -> Any:
-        """Master ``i``'s new connection, or why there is none by ``due``; a late one is kept."""
+    def _connected(self, i: int, connecting: Future[Any], due: float | None) -> Any:
+        """Master ``i``'s new connection, or why there is none (by ``due``, if given)."""
         try:
-            return connecting.result(timeout=max(due - time.monotonic(), 0.0))
+            return connecting.result(None if due is None else max(due - time.monotonic(), 0.0))
         except FutureTimeout:
             pool, kept = self._pools[i], self._kept[i]
 
@@ -487,7 +499,7 @@ class Redlock(RedlockSteps, Driven):
                     give_back(pool, kept, conn)
 
             connecting.add_done_callback(keep)
-            return rx.TimeoutError("no connection within the node timeout")
+            return rx.TimeoutError("no connection in the time left")
 
 
 @functools.cache
