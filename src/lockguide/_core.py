@@ -37,7 +37,7 @@ VALUE_BYTES = 20
 LATE_S = 0.1
 
 #: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
-__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable", "Holder"]
+__all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
 __all__ += ["ExtensionLimitReached", "LockError", "LockLost", "MajorityLost", "MasterError"]
 __all__ += ["NoQuorum", "NotAcquired", "NotOwned", "RenewalFailed", "StaleToken"]
 __all__ += ["VersionConflict", "WrongOwner"]
