@@ -115,6 +115,12 @@ class Wait:
     wake: str
     seconds: float
 
+    def blpop(self, request_s: float) -> Send:
+        """The ``BLPOP`` to block with, its reply awaited for the pause, a request timeout
+        and a late server tick (:data:`LATE_S`)."""
+        command = ("BLPOP", self.wake, f"{max(self.seconds, 0.001):.3f}")
+        return Send((command,), self.seconds + request_s + LATE_S)
+
 
 Steps = Generator[Any, Any, T]
 #: Steps whose effects are functions to call (sync) or to call and await (asyncio).

@@ -179,9 +179,7 @@ class AsyncLease(core.LeaseState):
         room = waiting_room(self._client)  # type: ignore[attr-defined]
         if room.enter():
             try:
-                blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
-                timeout_s = effect.seconds + self._request_s + core.LATE_S  # type: ignore[attr-defined]
-                return await self._send(core.Send((blpop,), timeout_s))
+                return await self._send(effect.blpop(self._request_s))  # type: ignore[attr-defined]
             except (rx.RedisError, OSError) as error:
                 if not core.retryable(error):  # a missing permission: say so, as a SET would
                     raise

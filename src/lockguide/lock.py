@@ -23,7 +23,6 @@ from redis.cluster import RedisCluster
 
 from ._core import (
     DEFAULT_TIMEOUT_MS,
-    LATE_S,
     UNSET,
     Holder,
     LeaseState,
@@ -320,8 +319,7 @@ class Driven(Lease):
         room = waiting_room(self._client)
         if room.enter():
             try:
-                blpop = ("BLPOP", effect.wake, f"{max(effect.seconds, 0.001):.3f}")
-                return self._perform(Send((blpop,), effect.seconds + self._request_s + LATE_S))
+                return self._perform(effect.blpop(self._request_s))
             except (rx.RedisError, OSError) as error:
                 if not retryable(error):  # a missing permission: say so, as a SET would
                     raise
