@@ -32,6 +32,8 @@ MAX_TTL_MS = 7 * 24 * 3600 * 1000
 DEFAULT_TIMEOUT_MS = 10_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
+#: How long the locks' ``WAIT`` waits for replicas by default (``replicas_timeout_ms``).
+DEFAULT_REPLICAS_TIMEOUT_MS = 100
 #: How late a ``BLPOP`` may time out: Redis ends blocked clients' waits on its clock tick,
 #: ``hz`` times a second (10 by default), so a 20 ms wait can last 100 ms.
 LATE_S = 0.1
@@ -39,7 +41,8 @@ LATE_S = 0.1
 #: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
 __all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
 __all__ += ["ExtensionLimitReached", "LockError", "LockLost", "MajorityLost", "MasterError"]
-__all__ += ["NoQuorum", "NotAcquired", "NotOwned", "RenewalFailed", "StaleToken"]
+__all__ += ["NoQuorum", "NotAcquired", "NotOwned", "NotReplicated", "RenewalFailed"]
+__all__ += ["StaleToken"]
 __all__ += ["VersionConflict", "WrongOwner"]
 
 Clock = Callable[[], float]
@@ -90,12 +93,20 @@ class Send:
     """Write ``commands`` in one go; the last one's reply, waited for at most ``timeout_s``.
 
     ``node``: a Cluster's ``(host, port)`` to send to, after ``refresh`` (re-learn the slots).
+    ``acks``: the last command is a ``WAIT``; the reply is the pair (the reply before it, the
+    number of replicas that acknowledged).
     """
 
     commands: tuple[tuple[Any, ...], ...]
     timeout_s: float
     node: tuple[str, int] | None = None
     refresh: bool = False
+    acks: bool = False
+
+    def reply(self, replies: list[Any]) -> Any:
+        """What the steps receive from the server's ``replies`` (:func:`server_reply`)."""
+        reply = server_reply(replies)
+        return (replies[-2], int(reply)) if self.acks else reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +241,15 @@ return redis.call("DEL", KEYS[1])
 
 
 def run_script(
-    script: LuaScript | None, command: tuple[Any, ...], timeout_s: float, cluster: bool = False
+    script: LuaScript | None,
+    command: tuple[Any, ...],
+    timeout_s: float,
+    cluster: bool = False,
+    then: tuple[Any, ...] | None = None,
 ) -> Steps[Any]:
-    """Send one command (a script's ``EVALSHA`` if ``script``); its reply.
+    """Send one command (a script's ``EVALSHA`` if ``script``); its reply. ``then``: a
+    ``WAIT`` sent right after it, on the same connection; the reply is then a pair
+    (:class:`Send`'s ``acks``).
 
     ``NOSCRIPT`` loads the script and runs it again; on a Cluster ``MOVED`` re-learns the
     slots and ``ASK`` sends ``ASKING`` to the importing node. Each at most once.
@@ -244,8 +261,9 @@ def run_script(
         commands = ((("SCRIPT", "LOAD", script.source),) if load and script else ()) + (
             (("ASKING",),) if asking else ()
         )
+        after = () if then is None else (then,)
         try:
-            return (yield Send((*commands, command), timeout_s, node, refresh))
+            return (yield Send((*commands, command, *after), timeout_s, node, refresh, bool(after)))
         except rx.NoScriptError:
             if script is None or "load" in tried:
                 raise
@@ -292,6 +310,8 @@ _RETRYABLE_TYPES = (
 
 def retryable(error: BaseException) -> bool:
     """Whether a later try may succeed; never for credentials, permissions, unknown commands."""
+    if isinstance(error, NotReplicated):  # a replica behind may catch up
+        return True
     if isinstance(error, rx.AuthenticationError | rx.AuthorizationError | rx.NoPermissionError):
         return False
     if isinstance(error, _RETRYABLE_TYPES):
@@ -635,6 +655,7 @@ class ServerSteps(LeaseState):
     _cluster: bool = False
     _uniform: Callable[[float, float], float]
     _pool: Callable[[Any, float], Any]  # the driver's: the locks' pool to a client's server
+    _replicas, _replicas_ms = 0, DEFAULT_REPLICAS_TIMEOUT_MS
 
     def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
         self._cluster = isinstance(client, self._cluster_type)
@@ -644,6 +665,62 @@ class ServerSteps(LeaseState):
         self._uniform = random.uniform
         self._pools = [] if self._cluster else [self._pool(client, self._request_s)]
         self._init_line()
+
+    def _init_replicas(self, replicas: object, timeout_ms: object) -> None:
+        """How many replicas must acknowledge each grant and extension (``WAIT``), and for
+        how long the server may wait for them: at least 1 ms (``WAIT 0`` waits for ever),
+        less than the request timeout (the reply must still arrive) and than the lease."""
+        self._replicas = check_count(replicas, "replicas", 0, " (a number of replicas)")
+        why = "WAIT with a timeout of 0 would wait for ever"
+        self._replicas_ms = check_count(timeout_ms, "replicas_timeout_ms", 1, " of ms", why)
+        request_ms = self._request_s * 1000
+        if self._replicas and not self._replicas_ms < min(request_ms, self._usable_ms):
+            raise BadArgument(
+                f"replicas_timeout_ms={self._replicas_ms} must be below request_timeout_ms "
+                f"({request_ms:g}) and the lease's usable part ({self._usable_ms:g} ms): the "
+                "server waits that long for the replicas, then the reply must still come in time"
+            )
+
+    def _wait_for_replicas(self, budget_s: float) -> tuple[Any, ...] | None:
+        """The ``WAIT`` sent after a write (``None`` without ``replicas``): its timeout leaves
+        the reply the time the request timeout leaves it, cut when the budget is."""
+        if not self._replicas:
+            return None
+        spare_ms = self._request_s * 1000 - self._replicas_ms
+        wait_ms = max(1, min(self._replicas_ms, int(budget_s * 1000 - spare_ms)))
+        return ("WAIT", self._replicas, wait_ms)
+
+    def _acked(
+        self, action: str, steps: Steps[Any], wrote: Callable[[Any], bool], then: Any
+    ) -> Steps[Any]:
+        """``steps``' reply; if ``then`` (a ``WAIT``) went with it and the write took
+        effect, :class:`NotReplicated` when fewer replicas than asked acknowledged it."""
+        reply = yield from steps
+        if then is None:
+            return reply
+        reply, acked = reply
+        if acked < self._replicas and wrote(reply):
+            raise NotReplicated(self._key, action, acked, self._replicas, self._replicas_ms)
+        return reply
+
+    def _grant(self, value: str, budget: float, in_line: bool) -> Steps[Any]:
+        """One try's request: ``take.lua`` in line, else the plain grant; then ``WAIT``."""
+        then = self._wait_for_replicas(budget)
+        if in_line:
+            keys = (self._key, self._line, *self._counter)
+            args = (value, self._ttl_ms, self._place_ms, self._prefix)
+            steps = run_script(TAKE, TAKE.command(keys, args), budget, then=then)
+        else:
+            script, command = self._grant_command(value)
+            steps = run_script(script, command, budget, self._cluster, then)
+        return (yield from self._acked("acquire", steps, self._granted, then))
+
+    def _renew(self, action: str, value: str, ttl_ms: int) -> Steps[Any]:
+        """Compare-and-pexpire ``value`` to ``ttl_ms``; then ``WAIT``. 1 if it was ours."""
+        then = self._wait_for_replicas(self._request_s)
+        command = EXTEND.command((self._key,), (value, ttl_ms))
+        steps = run_script(EXTEND, command, self._request_s, self._cluster, then)
+        return (yield from self._acked(action, steps, lambda reply: reply == 1, then))
 
     def _init_line(self) -> None:
         """The keys of the line, in the lock key's slot, and how long a place lasts."""
@@ -667,10 +744,6 @@ class ServerSteps(LeaseState):
     def _script(self, script: LuaScript | None, timeout_s: float, *args: Any) -> Steps[Any]:
         command = (args[0], self._key) if script is None else script.command((self._key,), args)
         return run_script(script, command, timeout_s, self._cluster)
-
-    def _take(self, value: str, timeout_s: float) -> Steps[Any]:
-        keys, args = (self._key, self._line, *self._counter), (self._ttl_ms, self._place_ms)
-        return run_script(TAKE, TAKE.command(keys, (value, *args, self._prefix)), timeout_s)
 
     def _hand_off(self, value: str, timeout_s: float, leaving: bool = False) -> Steps[Any]:
         """Compare-and-delete ``value``, handing the key to the oldest live waiter (and, if
@@ -702,11 +775,7 @@ class ServerSteps(LeaseState):
                 break
             first = False
             try:
-                if in_line:
-                    reply = yield from self._take(value, budget)
-                else:
-                    script, command = self._grant_command(value)
-                    reply = yield from run_script(script, command, budget, self._cluster)
+                reply = yield from self._grant(value, budget, in_line)
                 granted, answered = self._granted(reply), True
                 if granted and self._clock() < started + self._usable_ms / 1000.0:
                     self._won(value, started)
@@ -753,7 +822,7 @@ class ServerSteps(LeaseState):
         for its TTL from before the request."""
         started = self._clock()
         try:
-            reply = yield from self._script(EXTEND, self._request_s, value, self._ttl_ms)
+            reply = yield from self._renew("acquire", value, self._ttl_ms)
         except Exception as error:
             if not retryable(error):
                 raise
@@ -794,14 +863,14 @@ class ServerSteps(LeaseState):
 
     def _extend_steps(self, ttl_ms: int | None) -> Steps[None]:
         """Compare-and-pexpire, within the lease (:meth:`_in_lease`); the new lease counts
-        from just before the request."""
+        from just before the request. With ``replicas``, an extension fewer replicas
+        acknowledged raises :class:`NotReplicated` and leaves the deadline where it was
+        (a promoted replica may have only the old lease); the lock stays held."""
         new_ttl = self._ttl_ms if ttl_ms is None else check_ttl_ms(ttl_ms)
         usable_ms = self._usable_for(new_ttl)
         value = self._check_owner("extend")
         started = self._clock()
-        gone = self._in_lease(started) and (
-            (yield from self._script(EXTEND, self._request_s, value, new_ttl)) != 1
-        )
+        gone = self._in_lease(started) and ((yield from self._renew("extend", value, new_ttl)) != 1)
         if gone or not self._in_lease(self._clock()):
             self._forget(value)
             if not gone:  # the key may still be ours, but nobody may rely on it: release it
@@ -849,6 +918,25 @@ class NotAcquired(LockError):
         super().__init__(
             f"lock {key!r} is held by another owner; gave up after {waited_ms:.0f} ms. "
             "The protected work did not run: retry later or wait longer (timeout_ms)."
+        )
+
+
+class NotReplicated(LockError):
+    """Fewer replicas than ``replicas=`` acknowledged a grant or an extension in time.
+
+    An acquire deletes such a grant (compare-and-delete) and tries again until its deadline,
+    then returns ``False`` with this as :attr:`~lockguide.Lock.last_error`; an extend leaves
+    the lock held until its old deadline and raises it.
+    """
+
+    def __init__(self, key: str, action: str, acked: int, needed: int, waited_ms: int) -> None:
+        self.key, self.action, self.acked, self.needed = key, action, acked, needed
+        super().__init__(
+            f"{action} of lock {key!r}: {acked} of the {needed} replicas asked for "
+            f"acknowledged it within {waited_ms} ms. A failover now could promote a replica "
+            "without it, so it was not counted: the grant was deleted (acquire retries), or "
+            "the lease was not lengthened (extend: the lock is held to its old deadline). "
+            "Check the replicas' link, or wait longer (replicas_timeout_ms)."
         )
 
 

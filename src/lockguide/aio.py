@@ -225,15 +225,18 @@ class Lock(AsyncLease, core.ServerSteps):
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "task",
+        replicas: int = 0,
+        replicas_timeout_ms: int = core.DEFAULT_REPLICAS_TIMEOUT_MS,
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         self._init_server(client, request_timeout_ms, *args)
+        self._init_replicas(replicas, replicas_timeout_ms)
 
     async def _send(self, effect: core.Send) -> Any:
         where = await self._where(effect)
         try:  # connecting included
             async with asyncio.timeout(effect.timeout_s):
-                return core.server_reply(await _talk(where, effect.commands))
+                return effect.reply(await _talk(where, effect.commands))
         except TimeoutError:
             raise rx.TimeoutError(f"no reply within {effect.timeout_s * 1000:.0f} ms") from None
 

@@ -14,6 +14,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from lockguide._core import (
+    DEFAULT_REPLICAS_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     BadArgument,
     BadArgumentType,
@@ -158,9 +159,12 @@ class FencedLock(Fenced, Lock):
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "thread",
+        replicas: int = 0,
+        replicas_timeout_ms: int = DEFAULT_REPLICAS_TIMEOUT_MS,
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         self._init_server(client, request_timeout_ms, *args)
+        self._init_replicas(replicas, replicas_timeout_ms)
         self._init_fence(counter_key)
 
 

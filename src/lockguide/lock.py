@@ -22,6 +22,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 
 from ._core import (
+    DEFAULT_REPLICAS_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     UNSET,
     Holder,
@@ -36,7 +37,6 @@ from ._core import (
     call,
     drive,
     retryable,
-    server_reply,
 )
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
@@ -388,6 +388,15 @@ class Lock(Driven, ServerSteps):
         clock: the function the lease is timed with, in seconds (``time.monotonic``).
         owner: ``"thread"``: only the acquiring thread may release or extend
             (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
+        replicas: how many replicas must have each grant and extension (``WAIT``, sent
+            with it on one connection) before it counts; 0 (the default) waits for none.
+            A grant fewer acknowledge is deleted and the try fails (the acquire retries
+            until its deadline, :attr:`last_error` a :class:`~lockguide.NotReplicated`):
+            handing out a grant a failover can lose is what this option exists to avoid.
+            An extension fewer acknowledge raises it, the old deadline kept. It narrows
+            the failover window, no more: an acknowledged key can still be lost.
+        replicas_timeout_ms: how long the server waits for them (whole ms, less than
+            ``request_timeout_ms``).
 
     Example::
 
@@ -413,9 +422,12 @@ class Lock(Driven, ServerSteps):
         drift_floor_ms: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         owner: Owner = "thread",
+        replicas: int = 0,
+        replicas_timeout_ms: int = DEFAULT_REPLICAS_TIMEOUT_MS,
     ) -> None:
         args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
         self._init_server(client, request_timeout_ms, *args)
+        self._init_replicas(replicas, replicas_timeout_ms)
 
     def release(self) -> None:
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.
@@ -443,7 +455,7 @@ class Lock(Driven, ServerSteps):
                 self._client.exists(self._key)
         if isinstance(reply, BaseException):
             raise reply
-        return server_reply(reply)
+        return effect.reply(reply)
 
     def _node_pool(self, effect: Send) -> Any:
         """On a Cluster: the pool to the key's master, or to the node a redirect named."""

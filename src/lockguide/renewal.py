@@ -25,6 +25,7 @@ from lockguide._core import (
     LockError,
     LockLost,
     NotOwned,
+    NotReplicated,
     RenewalFailed,
     call,
     check_ms,
@@ -165,7 +166,7 @@ class Renewer(WatchdogState):
                 return
             try:
                 yield self._lock.extend
-            except (NotOwned, ExtensionLimitReached, RedisError, OSError) as error:
+            except (NotOwned, NotReplicated, ExtensionLimitReached, RedisError, OSError) as error:
                 wait = self._after(error)
             else:
                 self._renewals += 1

@@ -1,0 +1,275 @@
+"""``replicas=``: a grant (and an extension) counts only once that many replicas have it.
+
+The lock sends ``WAIT replicas timeout`` after its write, on the same connection and in the
+same round trip. Real servers: the session's Sentinel pair (a primary and one replica), its
+Redis Cluster (a replica per master) and a lone ``redis-server`` (no replica: ``WAIT``
+answers 0). fakeredis has no ``WAIT`` at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, cast
+
+import fakeredis
+import pytest
+import redis
+import redis.asyncio
+from redis.sentinel import Sentinel
+
+from lockguide import BadArgument, FencedLock, Lock, NotAcquired, NotReplicated, Watchdog
+from lockguide import aio
+from lockguide_lab.testbed import RedisServer
+from lockguide_lab.testbed.deployments import (
+    ClusterDeployment,
+    SentinelDeployment,
+    crash_before_replication,
+    hold_back_replication,
+)
+
+TTL_MS = 10_000
+LOCKS = (Lock, FencedLock, aio.Lock, aio.FencedLock)
+
+
+def master_for(sentinel: Sentinel, service: str = "mymaster", **kwargs: Any) -> redis.Redis:
+    return cast(redis.Redis, sentinel.master_for(service, **kwargs))  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def sentinel(sentinel_deployment: SentinelDeployment) -> Iterator[SentinelDeployment]:
+    """The Sentinel pair, ready (primary and replica in sync); healed afterwards."""
+    sentinel_deployment.wait_ready()
+    try:
+        yield sentinel_deployment
+    finally:
+        sentinel_deployment.heal()
+
+
+def _on_replica(deployment: SentinelDeployment, key: str) -> bool:
+    with deployment.replica().admin() as admin:
+        return bool(admin.exists(key))
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", LOCKS, ids=lambda k: f"{k.__module__}.{k.__name__}")
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"replicas": -1}, "replicas must be >= 0"),
+        ({"replicas": 1.0}, "replicas must be an int"),
+        ({"replicas": True}, "replicas must be an int"),
+        ({"replicas": "1"}, "replicas must be an int"),
+        ({"replicas": 1, "replicas_timeout_ms": 0}, "WAIT with a timeout of 0 would wait for ever"),
+        ({"replicas": 1, "replicas_timeout_ms": 50.5}, "replicas_timeout_ms must be an int"),
+        ({"replicas": 1, "replicas_timeout_ms": 1_000}, "must be below request_timeout_ms"),
+        ({"replicas": 1, "request_timeout_ms": 50}, "must be below request_timeout_ms"),
+        ({"replicas": 1, "replicas_timeout_ms": 300, "ttl_ms": 300}, "the lease's usable part"),
+    ],
+)
+def test_bad_replica_options_are_refused_before_anything_is_sent(
+    kind: type[Any], options: dict[str, Any], error: str
+) -> None:
+    server = fakeredis.FakeServer()
+    client = (
+        fakeredis.aioredis.FakeRedis if kind.__module__ == "lockguide.aio" else fakeredis.FakeRedis
+    )(server=server)
+    options = {"ttl_ms": TTL_MS, **options}
+    with pytest.raises(BadArgument, match=error):
+        kind(client, "lock:replicas", **options)
+    assert fakeredis.FakeRedis(server=server).dbsize() == 0
+
+
+# -- no replicas ------------------------------------------------------------------------
+
+
+def test_without_replicas_nothing_changes_and_with_them_fakeredis_refuses_wait() -> None:
+    client = fakeredis.FakeRedis()
+    with Lock(client, "lock:fake", ttl_ms=TTL_MS) as lock:  # replicas=0: no WAIT is sent
+        lock.extend()
+    lock = Lock(client, "lock:fake", ttl_ms=TTL_MS, replicas=1)
+    with pytest.raises(redis.ResponseError, match="unknown command 'wait'"):
+        lock.acquire(blocking=False)  # fakeredis has no WAIT: raised at once, like an ACL's -wait
+    assert not lock.held
+    assert client.get("lock:fake") is None  # the grant was deleted on the way out
+
+
+@pytest.mark.real_redis
+def test_a_server_without_replicas_never_acknowledges(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    lock = Lock(client, "lock:lonely", ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=20)
+    assert not lock.acquire(blocking=False)
+    error = lock.last_error
+    assert isinstance(error, NotReplicated)
+    assert (error.acked, error.needed, error.action) == (0, 1, "acquire")
+    assert client.exists("lock:lonely") == 0  # nothing left locked
+    started = time.monotonic()
+    with (
+        pytest.raises(NotAcquired) as caught,
+        Lock(
+            client, "lock:lonely", ttl_ms=TTL_MS, timeout_ms=300, replicas=1, replicas_timeout_ms=20
+        ),
+    ):
+        pass
+    assert isinstance(caught.value.__cause__, NotReplicated)
+    assert time.monotonic() - started < 1.0  # retried until the deadline, not longer
+    assert client.exists("lock:lonely") == 0
+    assert client.keys("{lock:lonely}:place:*") == []  # nor a place in line
+
+
+# -- Sentinel: a primary and its replica ------------------------------------------------
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("kind", [Lock, FencedLock])
+def test_a_grant_counts_once_the_replica_has_it(
+    sentinel: SentinelDeployment, kind: type[Lock]
+) -> None:
+    lock = kind(master_for(sentinel.sentinel()), "lock:acked", ttl_ms=TTL_MS, replicas=1)
+    assert lock.acquire(blocking=False)
+    assert _on_replica(sentinel, "lock:acked")  # acknowledged: the replica has it already
+    lock.extend()
+    lock.release()
+
+
+@pytest.mark.real_redis
+def test_with_the_replica_cut_off_the_grant_is_deleted_and_the_try_fails(
+    sentinel: SentinelDeployment,
+) -> None:
+    primary, replica = sentinel.primary(), sentinel.replica()
+    client = master_for(sentinel.sentinel())
+    lock = Lock(client, "lock:cut", ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
+    hold_back_replication(primary, replica)
+    assert not lock.acquire(blocking=False)
+    assert isinstance(lock.last_error, NotReplicated)
+    assert lock.last_error.acked == 0
+    assert not lock.held
+    with primary.admin() as admin:
+        assert admin.exists("lock:cut") == 0  # nothing left locked
+
+
+@pytest.mark.real_redis
+def test_a_blocking_acquire_retries_until_the_paused_replica_catches_up(
+    sentinel: SentinelDeployment,
+) -> None:
+    replica = sentinel.replica()
+    lock = Lock(master_for(sentinel.sentinel()), "lock:paused", ttl_ms=TTL_MS, replicas=1)
+    replica.freeze()  # the link stays up; the replica answers nothing for 400 ms
+    threading.Timer(0.4, replica.thaw).start()
+    started = time.monotonic()
+    assert lock.acquire(timeout_ms=5_000)
+    assert time.monotonic() - started >= 0.35
+    assert _on_replica(sentinel, "lock:paused")
+    lock.release()
+
+
+@pytest.mark.real_redis
+def test_an_extension_the_replica_lacks_keeps_the_old_deadline(
+    sentinel: SentinelDeployment,
+) -> None:
+    primary, replica = sentinel.primary(), sentinel.replica()
+    lock = Lock(
+        master_for(sentinel.sentinel()), "lock:ext", ttl_ms=TTL_MS, replicas=1,
+        replicas_timeout_ms=50,
+    )  # fmt: skip
+    assert lock.acquire(blocking=False)
+    time.sleep(0.2)
+    before = lock.validity_remaining_ms()
+    hold_back_replication(primary, replica)
+    with pytest.raises(NotReplicated) as caught:
+        lock.extend()
+    assert caught.value.action == "extend"
+    assert lock.held
+    assert lock.validity_remaining_ms() <= before  # not lengthened
+    replica.thaw()
+
+
+@pytest.mark.real_redis
+def test_the_watchdog_treats_an_unacknowledged_renewal_as_a_failed_one(
+    sentinel: SentinelDeployment,
+) -> None:
+    primary, replica = sentinel.primary(), sentinel.replica()
+    lock = Lock(
+        master_for(sentinel.sentinel()), "lock:dog", ttl_ms=1_500, replicas=1,
+        replicas_timeout_ms=50,
+    )  # fmt: skip
+    assert lock.acquire(blocking=False)
+    hold_back_replication(primary, replica)
+    lost = threading.Event()
+    dog = Watchdog(lock, every_ms=300, on_lost=lambda _: lost.set())
+    dog.start()
+    assert lost.wait(5.0)  # renewals kept failing: the lease ran out on the old deadline
+    assert isinstance(dog.error.__cause__ if dog.error else None, NotReplicated)
+    dog.stop()
+    replica.thaw()
+
+
+@pytest.mark.real_redis
+def test_asyncio_locks_wait_for_the_replica_too(sentinel: SentinelDeployment) -> None:
+    primary, replica = sentinel.primary(), sentinel.replica()
+    host, port = primary.address
+
+    async def main() -> tuple[bool, bool, object]:
+        client = redis.asyncio.Redis(host=host, port=port)
+        lock = aio.FencedLock(client, "lock:aio", ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
+        first = await lock.acquire(blocking=False)
+        await lock.extend()
+        await lock.release()
+        hold_back_replication(primary, replica)
+        second = await lock.acquire(blocking=False)
+        await client.aclose()
+        return first, second, lock.last_error
+
+    first, second, error = asyncio.run(main())
+    assert first
+    assert not second
+    assert isinstance(error, NotReplicated)
+    with primary.admin() as admin:
+        assert admin.exists("lock:aio") == 0
+
+
+@pytest.mark.real_redis
+def test_with_replicas_a_failover_does_not_grant_the_lock_twice(
+    sentinel: SentinelDeployment,
+) -> None:
+    """The failover of tests/core/test_deployments.py that gives a plain Lock twice: with
+    ``replicas=1`` A is never told it holds a key the promoted replica lacks."""
+    primary, replica = sentinel.primary(), sentinel.replica()
+    a = Lock(master_for(sentinel.sentinel()), "lock:twice", ttl_ms=TTL_MS, replicas=1)
+    hold_back_replication(primary, replica)
+    assert not a.acquire(blocking=False)
+    crash_before_replication(primary, replica)
+    sentinel.wait_for_new_primary(primary)
+    b = Lock(master_for(sentinel.sentinel()), "lock:twice", ttl_ms=TTL_MS, replicas=0)
+    assert b.acquire(blocking=False)
+    assert not a.held
+    b.release()
+
+
+# -- Redis Cluster --------------------------------------------------------------------
+
+
+@pytest.mark.real_redis
+def test_on_a_cluster_the_slots_master_waits_for_its_replica(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    cluster = redis_cluster
+    cluster.wait_ready()
+    key = "lock:{acked}"
+    lock = Lock(cluster.client(), key, ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
+    assert lock.acquire(blocking=False)
+    lock.release()
+    master = cluster.master_of(key)
+    replica = cluster.replica_of(master)
+    try:
+        hold_back_replication(master, replica)
+        assert not lock.acquire(blocking=False)
+        assert isinstance(lock.last_error, NotReplicated)
+        with master.admin() as admin:
+            assert admin.exists(key) == 0
+    finally:
+        cluster.heal()
