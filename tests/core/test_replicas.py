@@ -53,6 +53,12 @@ def _on_replica(deployment: SentinelDeployment, key: str) -> bool:
         return bool(admin.exists(key))
 
 
+def _waits(server: RedisServer) -> int:
+    """How many ``WAIT`` commands ``server`` has run."""
+    with server.admin() as admin:
+        return int(admin.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+
 # -- arguments ---------------------------------------------------------------------------
 
 
@@ -130,10 +136,17 @@ def test_a_grant_counts_once_the_replica_has_it(
     sentinel: SentinelDeployment, kind: type[Lock]
 ) -> None:
     lock = kind(master_for(sentinel.sentinel()), "lock:acked", ttl_ms=TTL_MS, replicas=1)
+    primary = sentinel.primary()
+    waits = _waits(primary)  # (a script not loaded yet is sent twice, with its WAIT)
     assert lock.acquire(blocking=False)
+    assert _waits(primary) > waits  # in the grant's round trip
     assert _on_replica(sentinel, "lock:acked")  # acknowledged: the replica has it already
+    waits = _waits(primary)
     lock.extend()
+    assert _waits(primary) > waits
+    waits = _waits(primary)
     lock.release()
+    assert _waits(primary) == waits  # a release waits for nobody
 
 
 @pytest.mark.real_redis
@@ -158,11 +171,12 @@ def test_a_blocking_acquire_retries_until_the_paused_replica_catches_up(
 ) -> None:
     replica = sentinel.replica()
     lock = Lock(master_for(sentinel.sentinel()), "lock:paused", ttl_ms=TTL_MS, replicas=1)
-    replica.freeze()  # the link stays up; the replica answers nothing for 400 ms
-    threading.Timer(0.4, replica.thaw).start()
+    replica.freeze()  # the link stays up; the replica answers nothing for a second
+    threading.Timer(1.0, replica.thaw).start()
     started = time.monotonic()
     assert lock.acquire(timeout_ms=5_000)
-    assert time.monotonic() - started >= 0.35
+    assert time.monotonic() - started >= 0.9
+    assert isinstance(lock.last_error, NotReplicated)  # the tries before were refused
     assert _on_replica(sentinel, "lock:paused")
     lock.release()
 
