@@ -1,4 +1,4 @@
-# A Lock on the primary that Sentinel names, and WAIT for a replica to have the key.
+# A Lock on the primary that Sentinel names; each grant counts once a replica has it.
 from redis.sentinel import Sentinel
 
 from lockguide import Lock
@@ -6,22 +6,15 @@ from lockguide import Lock
 sentinel = Sentinel([("localhost", 26379), ("localhost", 26380), ("localhost", 26381)])
 primary = sentinel.master_for("mymaster", socket_timeout=10.0)
 
-lock = Lock(primary, "lock:nightly-report", ttl_ms=30_000)
+# replicas=1: WAIT 1 goes with the SET, on the same connection, in the same round trip.
+# A grant no replica acknowledged within replicas_timeout_ms is deleted, and the try
+# fails (last_error: NotReplicated); a blocking acquire tries again until its deadline.
+lock = Lock(primary, "lock:nightly-report", ttl_ms=30_000, replicas=1, replicas_timeout_ms=100)
 print("acquired:", lock.acquire(blocking=False))
 #> acquired: True
 holder = lock.holder()  # on call at 3 am: who holds it, since when, for how much longer
 print("held by this thread:", holder.name.endswith(":MainThread"), holder.ttl_ms > 25_000)
 #> held by this thread: True True
-
-# WAIT counts the replicas that have this connection's writes so far; the lock's
-# SET went on the lock's own connection, so write after it, and WAIT on the same
-# connection (a pipeline sends both on one): that covers the SET before it.
-with primary.pipeline(transaction=False) as pipe:
-    pipe.set("report:started", "1")
-    pipe.wait(1, 5_000)  # returns as soon as one replica has it (at most 5 s)
-    _, replicas = pipe.execute()
-print("replicas that have the key:", replicas)
-#> replicas that have the key: 1
 lock.release()
 
 # Do not build a Redlock over Sentinel services: a failover behind one of them hands

@@ -20,8 +20,7 @@ import redis
 import redis.asyncio
 from redis.sentinel import Sentinel
 
-from lockguide import BadArgument, FencedLock, Lock, NotAcquired, NotReplicated, Watchdog
-from lockguide import aio
+from lockguide import BadArgument, FencedLock, Lock, NotAcquired, NotReplicated, Watchdog, aio
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import (
     ClusterDeployment,
