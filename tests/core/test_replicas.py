@@ -18,6 +18,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio
+from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
 from lockguide import BadArgument, FencedLock, Lock, NotAcquired, NotReplicated, Watchdog, aio
@@ -245,24 +246,6 @@ def test_asyncio_locks_wait_for_the_replica_too(sentinel: SentinelDeployment) ->
         assert admin.exists("lock:aio") == 0
 
 
-@pytest.mark.real_redis
-def test_with_replicas_a_failover_does_not_grant_the_lock_twice(
-    sentinel: SentinelDeployment,
-) -> None:
-    """The failover of tests/core/test_deployments.py that gives a plain Lock twice: with
-    ``replicas=1`` A is never told it holds a key the promoted replica lacks."""
-    primary, replica = sentinel.primary(), sentinel.replica()
-    a = Lock(master_for(sentinel.sentinel()), "lock:twice", ttl_ms=TTL_MS, replicas=1)
-    hold_back_replication(primary, replica)
-    assert not a.acquire(blocking=False)
-    crash_before_replication(primary, replica)
-    sentinel.wait_for_new_primary(primary)
-    b = Lock(master_for(sentinel.sentinel()), "lock:twice", ttl_ms=TTL_MS, replicas=0)
-    assert b.acquire(blocking=False)
-    assert not a.held
-    b.release()
-
-
 # -- Redis Cluster --------------------------------------------------------------------
 
 
@@ -284,5 +267,32 @@ def test_on_a_cluster_the_slots_master_waits_for_its_replica(
         assert isinstance(lock.last_error, NotReplicated)
         with master.admin() as admin:
             assert admin.exists(key) == 0
+    finally:
+        cluster.heal()
+
+
+@pytest.mark.real_redis
+def test_with_replicas_a_failover_does_not_grant_the_lock_twice(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    """The failover of tests/core/test_deployments.py that gives a plain Lock twice: with
+    ``replicas=1`` A is never told it holds a key the promoted replica lacks. (On the
+    Cluster: the Sentinel pair's failover is the same, and its heal slower.)"""
+    cluster = redis_cluster
+    cluster.wait_ready()
+    key = "lock:{twice}"
+    master = cluster.master_of(key)
+    replica = cluster.replica_of(master)
+    try:
+        a = Lock(cluster.client(), key, ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
+        hold_back_replication(master, replica)
+        assert not a.acquire(blocking=False)
+        crash_before_replication(master, replica)
+        cluster.wait_for_promotion(replica)
+        b_client = RedisCluster(host=replica.host, port=replica.port, socket_timeout=5)
+        b = Lock(b_client, key, ttl_ms=TTL_MS)  # replicas=0: the new master has none yet
+        assert b.acquire(blocking=False)
+        assert not a.held
+        b.release()
     finally:
         cluster.heal()
