@@ -28,6 +28,7 @@ from lockguide_lab.testbed.deployments import (
     SentinelDeployment,
     crash_before_replication,
     hold_back_replication,
+    wait_until,
 )
 
 TTL_MS = 10_000
@@ -249,18 +250,33 @@ def test_asyncio_locks_wait_for_the_replica_too(sentinel: SentinelDeployment) ->
 # -- Redis Cluster --------------------------------------------------------------------
 
 
+def _synced_pair(cluster: ClusterDeployment, key: str) -> tuple[RedisServer, RedisServer]:
+    """The master of ``key``'s slot and its replica, once the replica has every write (a
+    node restarted by another test's heal may still be syncing)."""
+    cluster.wait_ready()
+    master = cluster.master_of(key)
+    tag = key.partition("{")[2].partition("}")[0]
+
+    def synced() -> bool:
+        with master.admin() as admin, admin.pipeline(transaction=False) as pipe:
+            pipe.set(f"{{{tag}}}:sync", 1)
+            pipe.wait(1, 500)
+            return int(pipe.execute()[1]) >= 1
+
+    wait_until(synced, "the replica to sync")
+    return master, cluster.replica_of(master)
+
+
 @pytest.mark.real_redis
 def test_on_a_cluster_the_slots_master_waits_for_its_replica(
     redis_cluster: ClusterDeployment,
 ) -> None:
     cluster = redis_cluster
-    cluster.wait_ready()
     key = "lock:{acked}"
+    master, replica = _synced_pair(cluster, key)
     lock = Lock(cluster.client(), key, ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
     assert lock.acquire(blocking=False)
     lock.release()
-    master = cluster.master_of(key)
-    replica = cluster.replica_of(master)
     try:
         hold_back_replication(master, replica)
         assert not lock.acquire(blocking=False)
@@ -279,10 +295,8 @@ def test_with_replicas_a_failover_does_not_grant_the_lock_twice(
     ``replicas=1`` A is never told it holds a key the promoted replica lacks. (On the
     Cluster: the Sentinel pair's failover is the same, and its heal slower.)"""
     cluster = redis_cluster
-    cluster.wait_ready()
     key = "lock:{twice}"
-    master = cluster.master_of(key)
-    replica = cluster.replica_of(master)
+    master, replica = _synced_pair(cluster, key)
     try:
         a = Lock(cluster.client(), key, ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=50)
         hold_back_replication(master, replica)
