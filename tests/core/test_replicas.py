@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import fakeredis
@@ -126,6 +127,36 @@ def test_a_server_without_replicas_never_acknowledges(redis_server: RedisServer)
     assert time.monotonic() - started < 1.0  # retried until the deadline, not longer
     assert client.exists("lock:lonely") == 0
     assert client.keys("{lock:lonely}:place:*") == []  # nor a place in line
+
+
+@pytest.mark.real_redis
+def test_the_acl_rule_needs_wait_for_replicas_and_its_absence_is_raised_at_once(
+    redis_server: RedisServer,
+) -> None:
+    """docs/your-redis.md: ``replicas=`` adds ``+wait`` to the rule. Without it the error is
+    raised at once (no retry can fix a permission), and the grant is deleted first."""
+    from tests.core.test_deployments import LOCK_ACL
+
+    user, password = "replicas-locker", "replicas-secret-1"
+    page = (Path(__file__).parents[2] / "docs" / "your-redis.md").read_text("utf-8")
+    assert "`replicas=`, `+wait`" in page
+    with redis_server.admin() as admin:
+        try:
+            for rule in (LOCK_ACL, LOCK_ACL + " +wait"):
+                admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}")
+                admin.execute_command("ACL", "SETUSER", user, *rule.split())
+                client = redis_server.client(username=user, password=password)
+                lock = Lock(client, "lock:acl", ttl_ms=TTL_MS, replicas=1, replicas_timeout_ms=20)
+                if "+wait" in rule:  # allowed: this lone server has no replica to acknowledge
+                    assert not lock.acquire(blocking=False)
+                    assert isinstance(lock.last_error, NotReplicated)
+                else:
+                    with pytest.raises(redis.exceptions.NoPermissionError):
+                        lock.acquire(timeout_ms=1_000)
+                assert admin.exists("lock:acl") == 0
+                client.close()
+        finally:
+            admin.acl_deluser(user)
 
 
 # -- Sentinel: a primary and its replica ------------------------------------------------
