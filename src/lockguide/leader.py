@@ -318,7 +318,7 @@ class _Campaign:
                 if failed is not error:
                     note_failed_release(error, self._role, failed)
             finally:
-                if lock.held:  # the cluster did not answer a lost term's release: drop it
+                if lock.held:  # no answer: stop renewing, the lease ends on the cluster
                     lock._stop_keep_alive()
                     lock._forget(lock.value)
         if error is not None:
@@ -519,6 +519,9 @@ class Leader(_Campaign):
 
     def resign(self) -> None:
         """Stop renewing and give the role up, so a waiting contender is elected at once.
+
+        Either way this contender no longer leads: if the server does not answer, its error
+        is raised and the role is freed when the lease ends.
 
         Raises:
             NotOwned: this contender does not lead.
