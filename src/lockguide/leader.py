@@ -35,6 +35,7 @@ from lockguide._core import (
     AlreadyAcquired,
     BadArgument,
     BadArgumentType,
+    ClusterUnavailable,
     Holder,
     LockError,
     NotAcquired,
@@ -69,7 +70,8 @@ Endpoints = Sequence[str] | str
 class Term:
     """Who leads a role, read from the server by anyone.
 
-    ``name`` (``host:pid:name``), ``since`` (the leader's wall clock when its term began),
+    ``name`` (``host:pid:name``), ``since`` (the leader's wall clock when its term began:
+    over Redis, when the try that won it began, at most ``retry_period_ms`` earlier),
     ``ttl_ms`` (the lease the server has left: over etcd in whole seconds) and ``token``
     (the term's fencing token: over Redis the token counter, over etcd the key's create
     revision).
@@ -316,7 +318,7 @@ class _Campaign:
                 if failed is not error:
                     note_failed_release(error, self._role, failed)
             finally:
-                if lock.held:  # the cluster did not answer a lost term's release: drop it
+                if lock.held:  # no answer: stop renewing, the lease ends on the cluster
                     lock._stop_keep_alive()
                     lock._forget(lock.value)
         if error is not None:
@@ -349,6 +351,16 @@ class _Campaign:
     # -- who leads -----------------------------------------------------------------------
 
     def _etcd_term(self) -> Term | None:
+        from lockguide.etcd import _EtcdError
+
+        started = time.monotonic()
+        try:
+            return self._read_etcd_term()
+        except (OSError, _EtcdError) as error:  # no member answered, or refused
+            waited = (time.monotonic() - started) * 1000
+            raise ClusterUnavailable(self._role, waited, repr(error)) from error
+
+    def _read_etcd_term(self) -> Term | None:
         lock = self._lock
         reply = lock._call("/v3/kv/range", {"key": base64.b64encode(self._role.encode()).decode()})
         kvs = reply.get("kvs") or []
@@ -507,6 +519,9 @@ class Leader(_Campaign):
 
     def resign(self) -> None:
         """Stop renewing and give the role up, so a waiting contender is elected at once.
+
+        Either way this contender no longer leads: if the server does not answer, its error
+        is raised and the role is freed when the lease ends.
 
         Raises:
             NotOwned: this contender does not lead.

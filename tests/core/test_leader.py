@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from redis.sentinel import Sentinel
 from lockguide import (
     BadArgument,
     BadArgumentType,
+    ClusterUnavailable,
     Leader,
     NotAcquired,
     NotOwned,
@@ -142,7 +146,7 @@ def test_a_second_contender_is_refused_while_one_leads(make: Make) -> None:
         with pytest.raises(NotAcquired):
             b.__enter__()
         assert time.monotonic() - started < 0.3 + 0.5
-        time.sleep(REDIS_TIMING["lease_ms"] * 1.5 / 1000)  # past a lease: a renews it
+        time.sleep(a.lease_ms * 1.5 / 1000)  # past a lease: a renews it
         assert a.leading
         a.check()
     assert not a.leading
@@ -287,7 +291,62 @@ def test_client_go_defaults_and_etcd_whole_seconds() -> None:
         Leader(object(), "lock:leader:x")  # type: ignore[arg-type]
 
 
-# -- a leader cut off from Redis stops at its renew deadline ----------------------------
+def test_reading_who_leads_from_an_etcd_that_does_not_answer_is_a_typed_error() -> None:
+    reader = Leader("http://127.0.0.1:1", "lock:leader:x", request_timeout_ms=100)
+    with pytest.raises(ClusterUnavailable):
+        reader.holder()
+
+
+# -- a paused leader, a leader cut off from Redis ----------------------------------------
+
+PAUSED_LEADER = """
+import sys, time, redis
+from lockguide import Leader, RenewalFailed
+port, role = int(sys.argv[1]), sys.argv[2]
+r = redis.Redis(port=port)
+lost = []
+leader = Leader(r, role, name="paused", on_lost=lost.append,
+                lease_ms=1000, renew_deadline_ms=600, retry_period_ms=150)
+assert leader.campaign()
+print("elected", leader.token, flush=True)
+try:
+    while True:
+        leader.check()
+        r.rpush(role + ":work", leader.token)
+        time.sleep(0.01)
+except RenewalFailed:
+    print("stopped", leader.lost_event.wait(2), len(lost), flush=True)
+"""
+
+
+@pytest.mark.real_redis
+def test_a_paused_leader_stops_its_work_as_soon_as_it_resumes(redis_server: RedisServer) -> None:
+    """The leader's whole process is stopped (SIGSTOP) past its lease; another is elected.
+    Resumed, its next check() refuses: at most one step (paused between check and write,
+    which only a fencing token can refuse) lands after the new leader's election."""
+    role, client = _role(), redis_server.client()
+    child = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_LEADER, str(redis_server.port), role],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().startswith("elected")
+        time.sleep(0.1)
+        child.send_signal(signal.SIGSTOP)
+        steps_before = client.llen(role + ":work")
+        b = Leader(client, role, name="b", **REDIS_TIMING)
+        assert b.campaign(timeout_ms=5_000)  # after the paused leader's lease
+        child.send_signal(signal.SIGCONT)
+        assert child.wait(5) == 0
+        assert child.stdout.readline().split() == ["stopped", "True", "1"]
+        assert client.llen(role + ":work") - steps_before <= 1
+        b.check()
+        b.resign()
+    finally:
+        child.kill()
+        client.close()
 
 
 @pytest.mark.real_redis
