@@ -54,7 +54,7 @@ check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -m "not real_redis and not valkey and not browser and not postgres and not consensus" \
+	$(BIN)/pytest -q -m "not real_redis and not valkey and not valkey9 and not browser and not postgres and not consensus" \
 	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_recipes.py \
 	  tests/docs/test_calculator.py \
 	  $(PYTEST_ARGS)
