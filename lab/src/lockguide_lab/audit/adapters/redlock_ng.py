@@ -33,6 +33,8 @@ PEERS = Path(sys.prefix) / "lib" / "audit-peers-redlock-ng"
 DEFAULT_RETRIES = 3
 #: Its mean pause between attempts (``random.uniform(0.1, 0.3)``), to turn a wait into retries.
 MEAN_RETRY_MS = 200
+#: One thread loads the package at a time: a second one must not find it half executed.
+_LOADING = threading.Lock()
 
 
 def load() -> ModuleType:
@@ -41,6 +43,11 @@ def load() -> ModuleType:
     :data:`PEERS` goes at the end of ``sys.path`` for pydantic, which it imports; its
     ``redlock`` directory never shadows redlock-py's, which comes first.
     """
+    with _LOADING:
+        return _load()
+
+
+def _load() -> ModuleType:
     if MODULE in sys.modules:
         return sys.modules[MODULE]
     package = PEERS / "redlock"

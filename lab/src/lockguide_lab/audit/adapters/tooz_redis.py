@@ -72,7 +72,9 @@ class ToozAdapter:
     def holder(self, key: str, ttl_ms: TtlSpec = DEFAULT, *, renew: bool = False) -> ToozHolder:
         if ttl_ms == NO_EXPIRY:
             raise Unsupported("every lock has the coordinator's lock_timeout")
-        options = {} if ttl_ms == DEFAULT else {"lock_timeout": str(seconds(int(ttl_ms)))}
+        options: dict[str, Any] = {}
+        if ttl_ms != DEFAULT:
+            options["lock_timeout"] = str(seconds(int(ttl_ms)))
         coordinator = self._coordination.get_coordinator(
             self.url, f"audit-{uuid.uuid4().hex}".encode(), **options
         )
