@@ -121,7 +121,9 @@ CELLS_WITHOUT_EMOJI = r"""
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       if (!node.parentElement.closest("svg")) text += node.data;
     }
-    const where = `"${cell.textContent.trim().replace(/\s+/g, " ").slice(0, 60)}"`;
+    const row = cell.closest("tr");
+    const name = (row ? row.cells[0] : cell).textContent.trim().replace(/\s+/g, " ");
+    const where = `row "${name.slice(0, 50)}", column ${cell.cellIndex + 1}`;
     const hit = text.match(emoji);
     if (hit) found.push(`emoji ${JSON.stringify(hit[0])} in ${where}`);
     for (const icon of cell.querySelectorAll(".twemoji")) {

@@ -31,7 +31,7 @@ from lockguide_lab.audit.adapters import redlock_ng, seconds, tooz_redis
 from lockguide_lab.audit.adapters.python_redis_lock import adapter as python_redis_lock
 from lockguide_lab.audit.adapters.sherlock_redis import adapter as sherlock
 from lockguide_lab.audit.servers import fake_servers, server_at
-from tests.support import RedisServer
+from lockguide_lab.testbed import RedisServer
 
 
 @pytest.fixture
