@@ -282,7 +282,7 @@ NOTES: tuple[str, ...] = (
     "November 2026 (`redlock`, `aioredlock`, redlock-ng and tooz to the month).",
     "Installed apart (`requirements/audit-peers*.txt`): `redlock` and redlock-ng share "
     "redlock-py's import name; aioredlock needs aioredis 1.x, which brings `hiredis`; "
-    "redlock-ng declares `redis<6`, so it ran on redis-py 8.1, untested by its authors. "
+    "redlock-ng declares `redis<6`, so it ran on redis-py 8.1, outside its declared range. "
     "tooz ran through its Redis driver, one coordinator per holder, on redis-py's `Lock`.",
     "On the *partial* row's error path, redlock-py and redlock raise before releasing, so "
     "the caller never learns the value that would release the keys.",
