@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import redis
 from redis import exceptions as rx
@@ -22,11 +22,12 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 
 from ._core import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     UNSET,
     Holder,
     LeaseState,
-    Owner,
+    LockOptions,
     Send,
     ServerSteps,
     Sleep,
@@ -39,10 +40,10 @@ from ._core import (
     server_reply,
 )
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing itself from Python 3.12
 
-#: How long one request waits for Redis when no ``request_timeout_ms`` is given.
-DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 
 # -- the thin adapter over redis-py: the locks' pools, and who may wait on a wake-up ----------
@@ -379,15 +380,23 @@ class Lock(Driven, ServerSteps):
             on connections of the lock's own.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of milliseconds (at most a week), keyword-only.
-        timeout_ms: how long :meth:`acquire` keeps trying by default, every request
-            included (``DEFAULT_TIMEOUT_MS``, 10 s); ``None`` waits for ever.
-        retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn from.
-        request_timeout_ms: how long one request may wait for Redis, connecting included.
-        drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
-        drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function the lease is timed with, in seconds (``time.monotonic``).
-        owner: ``"thread"``: only the acquiring thread may release or extend
-            (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
+
+    Keyword Args:
+        timeout_ms (float | None): how long :meth:`acquire` keeps trying by default, every
+            request included (``DEFAULT_TIMEOUT_MS``, 10 s); ``None`` waits for ever.
+        retry_delay_ms (tuple[float, float]): the ``(low, high)`` range each pause between
+            tries is drawn from (50 to 150 ms).
+        request_timeout_ms (float): how long one request may wait for Redis, connecting
+            included (``DEFAULT_REQUEST_TIMEOUT_MS``, 1 s).
+        drift_factor (float): the fraction of the TTL set aside for clock-rate error (1 %).
+        drift_floor_ms (float): the fixed part of the drift allowance (2 ms).
+        clock (Callable[[], float]): the function the lease is timed with, in seconds
+            (``time.monotonic``).
+        owner (str): ``"thread"`` (the default): only the acquiring thread may release or
+            extend (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
+
+    These options are declared once, in ``LockOptions``; a name that is not one of them is
+    a :class:`~lockguide.errors.BadArgumentType` before anything is sent.
 
     Example::
 
@@ -406,16 +415,9 @@ class Lock(Driven, ServerSteps):
         key: str,
         *,
         ttl_ms: int,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        owner: Owner = "thread",
+        **options: Unpack[LockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_server(client, request_timeout_ms, *args)
+        self._init_server(client, key, ttl_ms, options)
 
     def release(self) -> None:
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.

