@@ -465,3 +465,8 @@ class Watchdog(renewal.Renewer):
             await self._lock._go(self._loop_calls())  # its lock's driver
         except Exception as error:  # never die silently
             self._fail(f"the watchdog task crashed: {error!r}")
+
+
+from lockguide.leader import AsyncLeader as Leader  # noqa: E402 - it builds on the above
+
+__all__ += ["Leader"]
