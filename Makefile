@@ -16,13 +16,15 @@ AXE    := tests/browser/node_modules/axe-core/package.json
 
 export NO_MKDOCS_2_WARNING := 1
 
-$(STAMP): requirements/dev.txt requirements/audit-peers.txt pyproject.toml lab/pyproject.toml
+$(STAMP): requirements/dev.txt requirements/audit-peers.txt requirements/audit-peers-redlock-ng.txt pyproject.toml lab/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . -e lab
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 	  --target $(VENV)/lib/audit-peers -r requirements/audit-peers.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+	  --target $(VENV)/lib/audit-peers-redlock-ng -r requirements/audit-peers-redlock-ng.txt
 	@touch $@
 
 # npm ci installs exactly the locked axe-core. Without npm the accessibility checks skip
@@ -54,7 +56,7 @@ check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -m "not real_redis and not valkey and not browser and not postgres and not consensus" \
+	$(BIN)/pytest -q -m "not real_redis and not valkey and not valkey9 and not browser and not postgres and not consensus" \
 	  tests/core tests/docs/test_docs.py tests/docs/test_snippets.py tests/docs/test_recipes.py \
 	  tests/docs/test_calculator.py \
 	  $(PYTEST_ARGS)

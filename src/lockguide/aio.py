@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio
 from redis import exceptions as rx
@@ -17,10 +16,13 @@ from redis.asyncio.cluster import RedisCluster
 
 from lockguide import _core as core
 from lockguide import fencing, renewal
-from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, Owner, Steps, T
+from lockguide._core import DEFAULT_TIMEOUT_MS, UNSET, LockOptions, Steps, T
 from lockguide.fencing import Stored, WriteResult
-from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, bounded_pool, waiting_room
-from lockguide.redlock import DEFAULT_NODE_TIMEOUT_MS, Attempt, RedlockSteps
+from lockguide.lock import bounded_pool, waiting_room
+from lockguide.redlock import RedlockOptions, RedlockSteps
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing itself from Python 3.12
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "FencedLock", "FencedStore", "Lock", "Redlock", "Watchdog"]
 
@@ -218,19 +220,9 @@ class Lock(AsyncLease, core.ServerSteps):
         key: str,
         *,
         ttl_ms: int,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        owner: Owner = "task",
-        replicas: int = 0,
-        replicas_timeout_ms: int = core.DEFAULT_REPLICAS_TIMEOUT_MS,
+        **options: Unpack[LockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_server(client, request_timeout_ms, *args)
-        self._init_replicas(replicas, replicas_timeout_ms)
+        self._init_server(client, key, ttl_ms, options)
 
     async def _send(self, effect: core.Send) -> Any:
         where = await self._where(effect)
@@ -266,9 +258,9 @@ class FencedLock(fencing.Fenced, Lock):
         *,
         ttl_ms: int,
         counter_key: str | None = None,
-        **options: Any,
+        **options: Unpack[LockOptions],
     ) -> None:
-        super().__init__(client, key, ttl_ms=ttl_ms, **options)
+        self._init_server(client, key, ttl_ms, options)
         self._init_fence(counter_key)
 
 
@@ -309,20 +301,9 @@ class Redlock(RedlockSteps, AsyncLease):
         key: str,
         *,
         ttl_ms: int,
-        node_timeout_ms: float = DEFAULT_NODE_TIMEOUT_MS,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        max_extensions: int | None = None,
-        rng: random.Random | None = None,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        on_attempt: Callable[[Attempt], object] | None = None,
-        owner: Owner = "task",
+        **options: Unpack[RedlockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
-        self._init_redlock(masters, args, *options)
+        self._init_redlock(masters, key, ttl_ms, options)
 
     async def _send(self, effect: Any) -> list[Any]:
         """Every master's reply (or error), each awaited at most the node timeout."""
@@ -484,3 +465,8 @@ class Watchdog(renewal.Renewer):
             await self._lock._go(self._loop_calls())  # its lock's driver
         except Exception as error:  # never die silently
             self._fail(f"the watchdog task crashed: {error!r}")
+
+
+from lockguide.leader import AsyncLeader as Leader  # noqa: E402 - it builds on the above
+
+__all__ += ["Leader"]

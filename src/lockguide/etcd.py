@@ -67,7 +67,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lockguide._consensus import DEFAULT_TIMEOUT_MS, ConsensusLease, check_lock_delay
-from lockguide._core import UNSET, Owner, check_ms
+from lockguide._core import UNSET, Owner, check_ms, holder_name
 from lockguide.errors import BadArgument, ClusterUnavailable, LockError, LockLost
 
 __all__ = ["EtcdError", "EtcdLock"]
@@ -271,6 +271,7 @@ class EtcdLock(ConsensusLease):
         the delay (:meth:`_start_delay`).
         """
         key = _b64(self._key)
+        named = f"{lease} {holder_name(self._holder_label())}"  # whose, since when: Holder.read
         free = [
             {"key": key, "target": "CREATE", "create_revision": "0"},
             {"key": self._guard_key, "target": "CREATE", "create_revision": "0"},
@@ -284,7 +285,7 @@ class EtcdLock(ConsensusLease):
             {
                 "compare": free,
                 "success": [
-                    {"request_put": {"key": key, "value": _b64(str(lease)), "lease": lease}},
+                    {"request_put": {"key": key, "value": _b64(named), "lease": lease}},
                     {"request_put": {"key": self._holder_key, "value": _b64(str(lease))}},
                 ],
                 "failure": [

@@ -5,22 +5,18 @@ every one it accepted, atomically with the write.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.cluster import RedisCluster
 
 from lockguide._core import (
-    DEFAULT_REPLICAS_TIMEOUT_MS,
-    DEFAULT_TIMEOUT_MS,
     BadArgument,
     BadArgumentType,
+    LockOptions,
     LuaScript,
     NotOwned,
-    Owner,
     ServerSteps,
     StaleToken,
     beside,
@@ -28,7 +24,10 @@ from lockguide._core import (
     check_count,
     check_key,
 )
-from lockguide.lock import DEFAULT_REQUEST_TIMEOUT_MS, Lock
+from lockguide.lock import Lock
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing itself from Python 3.12
 
 __all__ = ["MAX_TOKEN", "FencedLock", "FencedStore", "SqlFencedStore", "Stored", "WriteResult"]
 __all__ += ["counter_key_for"]
@@ -152,19 +151,9 @@ class FencedLock(Fenced, Lock):
         *,
         ttl_ms: int,
         counter_key: str | None = None,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        owner: Owner = "thread",
-        replicas: int = 0,
-        replicas_timeout_ms: int = DEFAULT_REPLICAS_TIMEOUT_MS,
+        **options: Unpack[LockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_server(client, request_timeout_ms, *args)
-        self._init_replicas(replicas, replicas_timeout_ms)
+        self._init_server(client, key, ttl_ms, options)
         self._init_fence(counter_key)
 
 

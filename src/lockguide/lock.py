@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import redis
 from redis import exceptions as rx
@@ -22,12 +22,12 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 
 from ._core import (
-    DEFAULT_REPLICAS_TIMEOUT_MS,
+    DEFAULT_REQUEST_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     UNSET,
     Holder,
     LeaseState,
-    Owner,
+    LockOptions,
     Send,
     ServerSteps,
     Sleep,
@@ -39,10 +39,10 @@ from ._core import (
     retryable,
 )
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing itself from Python 3.12
 
-#: How long one request waits for Redis when no ``request_timeout_ms`` is given.
-DEFAULT_REQUEST_TIMEOUT_MS = 1_000.0
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 
 
 # -- the thin adapter over redis-py: the locks' pools, and who may wait on a wake-up ----------
@@ -379,24 +379,33 @@ class Lock(Driven, ServerSteps):
             on connections of the lock's own.
         key: the Redis key that represents the lock, e.g. ``"lock:ledger"``.
         ttl_ms: the lease, a whole number of milliseconds (at most a week), keyword-only.
-        timeout_ms: how long :meth:`acquire` keeps trying by default, every request
-            included (``DEFAULT_TIMEOUT_MS``, 10 s); ``None`` waits for ever.
-        retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn from.
-        request_timeout_ms: how long one request may wait for Redis, connecting included.
-        drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
-        drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function the lease is timed with, in seconds (``time.monotonic``).
-        owner: ``"thread"``: only the acquiring thread may release or extend
-            (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
-        replicas: how many replicas must have each grant and extension (``WAIT``, sent
-            with it on one connection) before it counts; 0 (the default) waits for none.
-            A grant fewer acknowledge is deleted and the try fails (the acquire retries
-            until its deadline, :attr:`last_error` a :class:`~lockguide.NotReplicated`):
-            handing out a grant a failover can lose is what this option exists to avoid.
-            An extension fewer acknowledge raises it, the old deadline kept. It narrows
-            the failover window, no more: an acknowledged key can still be lost.
-        replicas_timeout_ms: how long the server waits for them (whole ms, less than
-            ``request_timeout_ms``).
+
+    Keyword Args:
+        timeout_ms (float | None): how long :meth:`acquire` keeps trying by default, every
+            request included (``DEFAULT_TIMEOUT_MS``, 10 s); ``None`` waits for ever.
+        retry_delay_ms (tuple[float, float]): the ``(low, high)`` range each pause between
+            tries is drawn from (50 to 150 ms).
+        request_timeout_ms (float): how long one request may wait for Redis, connecting
+            included (``DEFAULT_REQUEST_TIMEOUT_MS``, 1 s).
+        drift_factor (float): the fraction of the TTL set aside for clock-rate error (1 %).
+        drift_floor_ms (float): the fixed part of the drift allowance (2 ms).
+        clock (Callable[[], float]): the function the lease is timed with, in seconds
+            (``time.monotonic``).
+        owner (str): ``"thread"`` (the default): only the acquiring thread may release or
+            extend (:meth:`hand_over` moves it); ``"process"``: any thread of the process.
+        replicas (int): how many replicas must have each grant and extension (``WAIT``,
+            sent with it on one connection) before it counts; 0 (the default) waits for
+            none. A grant fewer acknowledge is deleted and the try fails (the acquire
+            retries until its deadline, :attr:`last_error` a
+            :class:`~lockguide.NotReplicated`): handing out a grant a failover can lose is
+            what this option exists to avoid. An extension fewer acknowledge raises it,
+            the old deadline kept. It narrows the failover window, no more: an
+            acknowledged key can still be lost.
+        replicas_timeout_ms (int): how long the server waits for them (whole ms, below
+            ``request_timeout_ms``; ``DEFAULT_REPLICAS_TIMEOUT_MS``, 100 ms).
+
+    These options are declared once, in ``LockOptions``; a name that is not one of them is
+    a :class:`~lockguide.errors.BadArgumentType` before anything is sent.
 
     Example::
 
@@ -415,19 +424,9 @@ class Lock(Driven, ServerSteps):
         key: str,
         *,
         ttl_ms: int,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        request_timeout_ms: float = DEFAULT_REQUEST_TIMEOUT_MS,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        owner: Owner = "thread",
-        replicas: int = 0,
-        replicas_timeout_ms: int = DEFAULT_REPLICAS_TIMEOUT_MS,
+        **options: Unpack[LockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        self._init_server(client, request_timeout_ms, *args)
-        self._init_replicas(replicas, replicas_timeout_ms)
+        self._init_server(client, key, ttl_ms, options)
 
     def release(self) -> None:
         """Release with compare-and-delete. If Redis does not answer, it stays held: call again.

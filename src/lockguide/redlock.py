@@ -14,31 +14,31 @@ import random
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis import exceptions as rx
 from redis.cluster import RedisCluster
 
 from lockguide._core import (
-    DEFAULT_TIMEOUT_MS,
     EXTEND,
+    LEASE_DEFAULTS,
     RELEASE,
     BadArgument,
     BadArgumentType,
     ExtensionLimitReached,
     Holder,
+    LeaseOptions,
     LeaseState,
     LockLost,
     LuaScript,
     MajorityLost,
     MasterError,
     NoQuorum,
-    Owner,
     Sleep,
     Steps,
     answer,
@@ -47,9 +47,13 @@ from lockguide._core import (
     check_ms,
     check_ttl_ms,
     retryable,
+    with_defaults,
 )
 from lockguide.lock import Driven, exchange, give_back, kept_for
 from lockguide.validity import Verdict, judge, quorum
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing itself from Python 3.12
 
 __all__ = ["DEFAULT_NODE_TIMEOUT_MS", "Attempt", "FanOut", "Redlock"]
 
@@ -77,6 +81,26 @@ class Attempt:
     def acquired(self) -> bool:
         """A majority granted the key *and* validity was left."""
         return self.verdict.acquired
+
+
+class RedlockOptions(LeaseOptions, total=False):
+    """:class:`~lockguide._core.LeaseOptions`, and Redlock's own (defaults:
+    :data:`REDLOCK_DEFAULTS`; what each means: :class:`Redlock`'s docstring)."""
+
+    node_timeout_ms: float
+    max_extensions: int | None
+    rng: random.Random | None
+    on_attempt: Callable[[Attempt], object] | None
+
+
+#: The defaults of :class:`RedlockOptions`.
+REDLOCK_DEFAULTS: dict[str, object] = {
+    **LEASE_DEFAULTS,
+    "node_timeout_ms": DEFAULT_NODE_TIMEOUT_MS,
+    "max_extensions": None,
+    "rng": None,
+    "on_attempt": None,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +168,10 @@ class RedlockSteps(LeaseState):
     _last: Attempt | None
     _timed_with = True  # NoQuorum says how long `with` waited
 
-    def _init_redlock(self, masters: Any, lease: tuple[object, ...], *options: Any) -> None:
-        """Check the masters and the options (before anything is sent) and set them up."""
+    def _init_redlock(
+        self, masters: Any, key: object, ttl_ms: object, options: Mapping[str, object]
+    ) -> None:
+        """Check the masters and :class:`RedlockOptions` (before anything is sent)."""
         if isinstance(masters, str | bytes) or not isinstance(masters, Collection):
             if isinstance(masters, self._cluster_type):
                 raise _cluster_refused("masters")
@@ -169,8 +195,11 @@ class RedlockSteps(LeaseState):
                     f"masters[{where.index(place)}] and masters[{i}] are the same Redis server; "
                     "each vote must come from an independent master, or one failure counts twice"
                 )
-        self._init_lease(*lease)
-        node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt = options
+        given = with_defaults(type(self).__name__, options, REDLOCK_DEFAULTS)
+        node_timeout_ms, max_extensions, rng, on_attempt = (
+            given.pop(name) for name in ("node_timeout_ms", "max_extensions", "rng", "on_attempt")
+        )
+        self._init_lease(key, ttl_ms, given)
         node_timeout = check_ms(node_timeout_ms, "node_timeout_ms", positive=True)
         if node_timeout >= self._usable_ms:
             raise BadArgument(
@@ -179,11 +208,11 @@ class RedlockSteps(LeaseState):
             )
         if self._retry_delay_ms[0] == self._retry_delay_ms[1]:
             raise BadArgument(
-                f"retry_delay_ms must be a range, got the fixed delay {retry_delay_ms!r}: "
+                f"retry_delay_ms must be a range, got the fixed delay {given['retry_delay_ms']!r}: "
                 "contenders that wait the same time retry in step and split the vote again"
             )
         if max_extensions is not None:
-            check_count(max_extensions, "max_extensions", hint=" or None")
+            max_extensions = check_count(max_extensions, "max_extensions", hint=" or None")
         if rng is not None and not isinstance(rng, random.Random):
             raise BadArgumentType(f"rng must be a random.Random, not {type(rng).__name__}")
         if on_attempt is not None and not callable(on_attempt):
@@ -397,19 +426,27 @@ class Redlock(RedlockSteps, Driven):
             the same server twice, or a Redis Cluster, is refused.
         key: the key that represents the lock on every master.
         ttl_ms: the lease requested on each master, a whole number of ms.
-        node_timeout_ms: how long each master may take, connecting included; far
-            below the TTL. A master that does not answer in time counts as "no".
-        timeout_ms: how long :meth:`acquire` keeps trying by default (10 s; ``None``: no limit).
-        retry_delay_ms: the ``(low, high)`` range each pause between tries is drawn
-            from; a fixed delay is refused (contenders in step split the vote again).
-        max_extensions: how many times :meth:`extend` may renew one acquisition (``None``: any).
-        rng: the random source for the pauses (default: the ``random`` module's, reseeded in
-            a forked child).
-        drift_factor: the fraction of the TTL set aside for clock-rate error (1 %).
-        drift_floor_ms: the fixed part of the drift allowance (2 ms).
-        clock: the function every duration is measured with, in seconds.
-        on_attempt: called with each try's :class:`Attempt` once it is judged.
-        owner: ``"thread"`` or ``"process"``, as for :class:`~lockguide.Lock`.
+
+    Keyword Args:
+        node_timeout_ms (float): how long each master may take, connecting included (50 ms);
+            far below the TTL. A master that does not answer in time counts as "no".
+        timeout_ms (float | None): how long :meth:`acquire` keeps trying by default (10 s;
+            ``None``: no limit).
+        retry_delay_ms (tuple[float, float]): the ``(low, high)`` range each pause between
+            tries is drawn from (50 to 150 ms); a fixed delay is refused (contenders in step
+            split the vote again).
+        max_extensions (int | None): how many times :meth:`extend` may renew one
+            acquisition (``None``, the default: any; the watchdog bounds renewal).
+        rng (random.Random | None): the random source for the pauses (default: the
+            ``random`` module's, reseeded in a forked child).
+        drift_factor (float): the fraction of the TTL set aside for clock-rate error (1 %).
+        drift_floor_ms (float): the fixed part of the drift allowance (2 ms).
+        clock (Callable[[], float]): the function every duration is measured with, in seconds.
+        on_attempt (Callable[[Attempt], object] | None): called with each try's
+            :class:`Attempt` once it is judged.
+        owner (str): ``"thread"`` or ``"process"``, as for :class:`~lockguide.Lock`.
+
+    The options are declared once, in ``RedlockOptions``; another name is refused.
 
     An error reply a retry may fix (``OOM``, ``BUSY``, ``LOADING``...) is a failed vote;
     one no retry can fix raises :class:`~lockguide.MasterError`.
@@ -429,20 +466,9 @@ class Redlock(RedlockSteps, Driven):
         key: str,
         *,
         ttl_ms: int,
-        node_timeout_ms: float = DEFAULT_NODE_TIMEOUT_MS,
-        timeout_ms: float | None = DEFAULT_TIMEOUT_MS,
-        retry_delay_ms: tuple[float, float] = (50.0, 150.0),
-        max_extensions: int | None = None,
-        rng: random.Random | None = None,
-        drift_factor: float = 0.01,
-        drift_floor_ms: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-        on_attempt: Callable[[Attempt], object] | None = None,
-        owner: Owner = "thread",
+        **options: Unpack[RedlockOptions],
     ) -> None:
-        args = (key, ttl_ms, timeout_ms, retry_delay_ms, drift_factor, drift_floor_ms, clock, owner)
-        options = (node_timeout_ms, retry_delay_ms, max_extensions, rng, on_attempt)
-        self._init_redlock(masters, args, *options)
+        self._init_redlock(masters, key, ttl_ms, options)
         self._kept = [kept_for(pool) for pool in self._pools]
 
     def release(self) -> int:

@@ -7,6 +7,8 @@ covered without a change here. Each page is also saved as a full-page screenshot
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.browser.conftest import Screen
@@ -103,3 +105,46 @@ def test_page_reads_on_a_phone_without_sideways_scrolling(nav: NavPage, phone: S
         f"{nav.src}: wider than the {layout['viewport']} px screen outside code blocks "
         "and tables:\n  " + "\n  ".join(layout["offenders"])
     )
+
+
+# Text a table cell shows that only an emoji font draws: a character whose default is the
+# emoji presentation (✅ ❌), or any pictograph asked to be one (⚠ followed by U+FE0F).
+# The text inside an inline SVG icon is not drawn with a font, so it is left out.
+CELLS_WITHOUT_EMOJI = r"""
+() => {
+  const emoji = /\p{Emoji_Presentation}|\p{Extended_Pictographic}\uFE0F/u;
+  const found = [];
+  let icons = 0;
+  for (const cell of document.querySelectorAll(".md-content td, .md-content th")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let text = "";
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement.closest("svg")) text += node.data;
+    }
+    const row = cell.closest("tr");
+    const name = (row ? row.cells[0] : cell).textContent.trim().replace(/\s+/g, " ");
+    const where = `row "${name.slice(0, 50)}", column ${cell.cellIndex + 1}`;
+    const hit = text.match(emoji);
+    if (hit) found.push(`emoji ${JSON.stringify(hit[0])} in ${where}`);
+    for (const icon of cell.querySelectorAll(".twemoji")) {
+      icons += 1;
+      const label = (icon.getAttribute("aria-label") || "").trim();
+      if (!icon.querySelector("svg")) found.push(`an icon that is not inline SVG in ${where}`);
+      else if (!label || icon.getAttribute("role") !== "img")
+        found.push(`an icon with no text alternative in ${where}`);
+    }
+  }
+  return {found, icons};
+}
+"""
+
+
+@pytest.mark.parametrize("nav", PAGES, ids=str)
+def test_no_table_cell_depends_on_an_emoji_font(nav: NavPage, desktop: Screen) -> None:
+    # Debian's Chromium with no emoji font draws an emoji as an empty box: a table's marks
+    # are Material icons, inline SVG with a text alternative (hooks/a11y.py).
+    visit = desktop.visit(nav)
+    seen: dict[str, Any] = visit.page.evaluate(CELLS_WITHOUT_EMOJI)
+    assert not seen["found"], f"{visit.url} ({nav.src}):\n  " + "\n  ".join(seen["found"])
+    if nav.src in ("matrix.md", "libraries.md"):
+        assert seen["icons"] >= 40, f"{nav.src}: {seen['icons']} icons in its tables"

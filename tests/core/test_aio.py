@@ -49,8 +49,10 @@ from lockguide import (
     Stored,
     WrongOwner,
 )
+from lockguide import _core as core
 from lockguide._core import TAKE
 from lockguide.aio import FencedLock, FencedStore, Lock, Redlock, Watchdog
+from lockguide.redlock import REDLOCK_DEFAULTS, RedlockOptions
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
 from tests.support import (
@@ -1487,20 +1489,40 @@ def test_the_watchdog_renews_a_redlock_past_its_ttl(backend: Backend) -> None:
     ids=lambda c: c.__name__,
 )
 def test_each_asyncio_class_takes_the_same_arguments_and_defaults(sync: type, aio: type) -> None:
-    """Written twice (the signatures), so compared here: a default changed on one side fails."""
+    """The same names, kinds, defaults and ``**options`` declaration (``owner``'s default aside)."""
 
-    def arguments(cls: type) -> dict[str, tuple[Any, Any]]:
+    def arguments(cls: type) -> dict[str, tuple[Any, Any, Any]]:
         params = inspect.signature(cls).parameters.values()
-        return {p.name: (p.kind, p.default) for p in params if p.name != "owner"}
+        return {  # and which options ``**options`` takes: the one declaration of them
+            p.name: (p.kind, p.default, p.annotation if p.kind is p.VAR_KEYWORD else None)
+            for p in params
+            if p.name != "owner"
+        }
 
-    mine = arguments(aio)
-    if any(kind is inspect.Parameter.VAR_KEYWORD for kind, _ in mine.values()):  # **options
-        mine = {k: v for k, v in mine.items() if v[0] is not inspect.Parameter.VAR_KEYWORD}
-        mine = arguments(Lock) | mine  # passed on to aio.Lock
-    assert mine == arguments(sync)
+    assert arguments(aio) == arguments(sync)
     if "owner" in inspect.signature(sync).parameters:
-        taker = aio if "owner" in inspect.signature(aio).parameters else Lock
-        assert inspect.signature(taker).parameters["owner"].default == "task"
+        assert inspect.signature(aio).parameters["owner"].default == "task"
+
+
+@pytest.mark.parametrize(
+    ("options", "defaults"),
+    [(core.LockOptions, core.LOCK_DEFAULTS), (RedlockOptions, REDLOCK_DEFAULTS)],
+    ids=["Lock", "Redlock"],
+)
+def test_every_declared_option_has_its_one_default(options: type, defaults: dict[str, Any]) -> None:
+    assert set(options.__optional_keys__) == set(defaults)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "cls", [lockguide.Lock, lockguide.FencedLock, lockguide.Redlock, Lock, FencedLock, Redlock]
+)
+def test_an_option_no_lock_has_is_refused_by_name_before_anything_is_sent(cls: type) -> None:
+    """``**options`` takes any name at run time: a misspelt one must not pass in silence."""
+    flavour: Any = redis.asyncio if cls.__module__ == "lockguide.aio" else redis
+    clients = [flavour.Redis(port=port) for port in (1, 2, 3)]  # nothing listens: nothing sent
+    target = clients if "Redlock" in cls.__name__ else clients[0]
+    with pytest.raises(BadArgumentType, match="no option 'timeout' \\(did you mean 'timeout_ms'"):
+        cls(target, "lock:k", ttl_ms=1_000, timeout=5)
 
 
 # -- many waiters: the next grant goes to the waiting task, woken by the release ------------------

@@ -53,7 +53,7 @@ class Steps1(ServerSteps):
 
     def __init__(self, *, timeout_ms: float | None = 1_000, cluster: bool = False) -> None:
         self.clock = FakeClock()
-        self._init_lease(KEY, 10_000, timeout_ms, (50, 150), 0.01, 2.0, self.clock, "thread")
+        self._init_lease(KEY, 10_000, {"timeout_ms": timeout_ms, "clock": self.clock})
         self._request_s, self._cluster, self._uniform = 0.5, cluster, lambda a, b: 100.0
         self._init_line()
 
@@ -226,7 +226,7 @@ def test_a_stale_extend_neither_clears_nor_moves_the_new_grant() -> None:
 class StepsN(RedlockSteps):
     def __init__(self, n: int = 3) -> None:
         self.clock = FakeClock()
-        self._init_lease(KEY, 10_000, 1_000, (50, 150), 0.01, 2.0, self.clock, "thread")
+        self._init_lease(KEY, 10_000, {"timeout_ms": 1_000, "clock": self.clock})
         self._quorum, self._where = n // 2 + 1, [f"m{i}" for i in range(n)]
         self._max_extensions, self._extensions, self._released, self._last = None, 0, 0, None
         self._uniform, self._on_attempt = random.Random(1).uniform, None

@@ -19,13 +19,23 @@ import psycopg
 import pytest
 from pytest_examples import CodeExample, EvalExample, find_examples
 
-from tests.support import Backend
+from lockguide_lab.testbed import RedisServer
+from tests.support import Backend, real_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 INCLUDE_MARK = "--8<--"
 
 EXAMPLES = [ex for ex in find_examples(DOCS) if INCLUDE_MARK not in ex.source]
+
+
+def on_valkey9(example: CodeExample) -> bool:
+    """Blocks fenced ``test="valkey9"`` use Valkey 9.0's ``DELIFEQ``: they run on the
+    session's Valkey 9.1 only (``test_docs_example_on_valkey9``)."""
+    return bool(example.prefix_settings().get("test") == "valkey9")
+
+
+VALKEY9_EXAMPLES = [ex for ex in EXAMPLES if on_valkey9(ex)]
 
 
 def run_checked(example: CodeExample, eval_example: EvalExample) -> None:
@@ -51,7 +61,7 @@ def _marked(example: CodeExample) -> Any:
     return example
 
 
-@pytest.mark.parametrize("example", [_marked(ex) for ex in EXAMPLES], ids=str)
+@pytest.mark.parametrize("example", [_marked(ex) for ex in EXAMPLES if not on_valkey9(ex)], ids=str)
 def test_docs_example(
     example: CodeExample,
     eval_example: EvalExample,
@@ -73,6 +83,25 @@ def test_docs_example(
         monkeypatch.chdir(tmp_path)  # the block's own files (ledger.db) stay out of the tree
     backend.patch_redis_module(monkeypatch)
     run_checked(example, eval_example)
+
+
+@pytest.mark.valkey9
+@pytest.mark.parametrize("example", VALKEY9_EXAMPLES, ids=str)
+def test_docs_example_on_valkey9(
+    example: CodeExample,
+    eval_example: EvalExample,
+    valkey9_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_backend(valkey9_server, name="valkey9").patch_redis_module(monkeypatch)
+    run_checked(example, eval_example)
+
+
+def test_the_native_compare_and_delete_block_runs_on_valkey9() -> None:
+    """The your-redis.md block that shows DELIFEQ is the one the Valkey 9.1 test runs."""
+    pages = [str(ex.path.relative_to(DOCS)) for ex in VALKEY9_EXAMPLES]
+    assert pages == ["your-redis.md"], pages
+    assert "DELIFEQ" in VALKEY9_EXAMPLES[0].source
 
 
 def test_skipped_blocks_are_only_where_their_owner_is_making_them_run() -> None:

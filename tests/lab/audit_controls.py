@@ -69,8 +69,8 @@ class SingleLock:
         self.value: str | None = None
         self.pid = os.getpid()
 
-    def new_value(self) -> str:
-        return secrets.token_hex(20)
+    def new_value(self) -> str:  # random, then who holds it, for a reader of the key
+        return f"{secrets.token_hex(20)} {socket.gethostname()}:{os.getpid()}"
 
     def try_once(self, value: str) -> bool:
         return bool(self.client.set(self.key, value, nx=True, px=self.ttl_ms))
@@ -132,6 +132,13 @@ class PredictableValueLock(SingleLock):
 
     def new_value(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}"
+
+
+class AnonymousValueLock(SingleLock):
+    """Broken: a random value that does not say who holds the lock (holder row)."""
+
+    def new_value(self) -> str:
+        return secrets.token_hex(20)
 
 
 class TwoCommandReleaseLock(SingleLock):
@@ -266,6 +273,10 @@ def repeating_value(servers: Sequence[Server]) -> SingleAdapter:
 
 def predictable_value(servers: Sequence[Server]) -> SingleAdapter:
     return SingleAdapter(servers, PredictableValueLock)
+
+
+def anonymous_value(servers: Sequence[Server]) -> SingleAdapter:
+    return SingleAdapter(servers, AnonymousValueLock)
 
 
 def two_command_release(servers: Sequence[Server]) -> SingleAdapter:

@@ -36,7 +36,15 @@ from lockguide_lab.audit import (
 from lockguide_lab.audit.adapters import process_clock
 from lockguide_lab.audit.adapters.lockguide_redlock import RedlockAdapter
 from lockguide_lab.audit.checks import CHECKS_BY_ID
-from lockguide_lab.audit.page import LIBRARIES, StaleVersion, load_results, render, splice
+from lockguide_lab.audit.page import (
+    LIBRARIES,
+    VERDICTS,
+    StaleVerdict,
+    StaleVersion,
+    load_results,
+    render,
+    splice,
+)
 from lockguide_lab.audit.servers import server_at
 from tests.docs.test_docs import ROOT
 from tests.lab.full_audit import full_audit
@@ -129,6 +137,7 @@ NOT_RUN = {
     # The adapters drive an asyncio lock from a loop in a thread, which a fork does not copy.
     ("redis-py-asyncio", "fork"): "does not survive a fork",
     ("aioredlock", "fork"): "does not survive a fork",
+    ("redlock-ng-asyncio", "fork"): "does not survive a fork",
 }
 
 
@@ -290,6 +299,37 @@ def test_redlock_py_leaves_the_majority_keys_when_one_master_errors(
     assert "left its key on 4 masters" in row.summary  # the error path: not
 
 
+def test_redlock_ng_keeps_the_must_haves_one_by_one_in_sync_and_on_the_wall_clock(
+    reports: dict[str, Report],
+) -> None:
+    sync, aio = reports["redlock-ng"], reports["redlock-ng-asyncio"]
+    for report in (sync, aio):
+        assert report.exit_code == 0, report.text()  # every must-have kept
+        assert report.row("monotonic").status is Status.FAIL  # time.time() in both
+        assert "wall clock" in report.row("monotonic").summary
+        assert report.row("ttl").summary.startswith("yes: the TTL is a required argument")
+        assert report.row("wait").status is Status.PASS  # retry_count=3, then None
+    assert sync.row("parallel").status is Status.FAIL  # a for loop over the masters
+    assert sync.row("parallel").data["delays"] > 4
+    assert aio.row("parallel").status is Status.PASS  # asyncio.gather
+    assert aio.row("cancel").status is Status.FAIL, aio.row("cancel")
+
+
+def test_tooz_waits_for_ever_renews_silently_and_its_forked_child_deletes_the_lock(
+    reports: dict[str, Report],
+) -> None:
+    report = reports["tooz"]
+    assert report.row("ttl").summary == "yes: PTTL 30 s after a default acquire"  # lock_timeout
+    assert report.row("wait").status is Status.FAIL  # redis-py's blocking acquire, no deadline
+    renewal = report.row("renewal")
+    assert renewal.status is Status.FAIL, renewal  # the heartbeat logs a warning, no more
+    assert "gave the holder no signal" in renewal.summary
+    assert "release afterwards: returned False" in renewal.details[-1]
+    assert report.row("renewal-stops").status is Status.PASS
+    assert "deleted the lock its parent still held" in report.row("fork").summary
+    assert "uuid1" in report.row("unpredictable").summary  # redis-py's Lock underneath
+
+
 def test_pottery_keeps_the_redlock_rules(reports: dict[str, Report]) -> None:
     got = statuses(reports["pottery"])
     checks = ("unique", "unpredictable", "release", "ttl", "parallel", "partial", "retry", "drift")
@@ -333,11 +373,12 @@ def test_only_fenced_lock_and_portalocker_hand_out_fencing_tokens(
 
 
 def test_a_default_acquire_with_no_deadline_is_caught(reports: dict[str, Report]) -> None:
-    for name in ("redis-py", "redis-py-asyncio", "pottery", "python-redis-lock", "broken"):
+    waiting = ("redis-py", "redis-py-asyncio", "pottery", "python-redis-lock", "tooz", "broken")
+    for name in waiting:
         row = reports[name].row("wait")
         assert row.status is Status.FAIL, (name, row)
         assert "still waiting after 20 s" in row.summary
-    for name in ("redlock-py", "redlock", "aioredlock"):  # a few tries, then False
+    for name in ("redlock-py", "redlock", "aioredlock", "redlock-ng", "redlock-ng-asyncio"):
         assert reports[name].row("wait").summary.endswith("within a few seconds (returned False)")
     assert "after about 10 s" in reports["sherlock"].row("wait").summary  # its 10 s default
     # lockguide's default deadline: DEFAULT_TIMEOUT_MS (10 s) once the contract lands,
@@ -359,7 +400,7 @@ def test_a_cancelled_release_is_judged_on_the_asyncio_locks(reports: dict[str, R
 
 
 def test_renewal_stops_at_release_in_every_renewing_library(reports: dict[str, Report]) -> None:
-    for name in ("lockguide", "lockguide-fenced", "python-redis-lock", "aioredlock"):
+    for name in ("lockguide", "lockguide-fenced", "python-redis-lock", "aioredlock", "tooz"):
         row = reports[name].row("renewal-stops")
         assert row.status is Status.PASS, (name, row)
         assert "command(s) on the key while held" in row.details[0]
@@ -392,6 +433,32 @@ def test_page_renders_the_same_from_saved_json(reports: dict[str, Report]) -> No
     saved = json.loads(json.dumps([reports[n].to_dict() for n in LIBRARIES]))
     again = [Report.from_dict(d) for d in saved]
     assert render(again) == render([reports[n] for n in LIBRARIES])
+
+
+def test_the_page_leads_with_a_verdict_on_every_library_and_folds_the_table() -> None:
+    page = PAGE.read_text("utf-8")
+    verdicts = page.index("## Verdicts")
+    moving = page.index("## Moving from another library { #moving-from-another-library }")
+    table = page.index("??? abstract")
+    assert verdicts < moving < table
+    said = [line for line in page[verdicts:moving].splitlines() if line.startswith("- **")]
+    assert len(said) == len({v.library for v in VERDICTS}) >= 11
+    for anchor in ("from-redlock-py", "from-redis-py", "from-pottery", "from-python-redis-lock"):
+        assert f"{{ #{anchor} }}" in page[moving:table]
+
+
+def test_a_verdict_the_runs_contradict_is_refused(reports: dict[str, Report]) -> None:
+    """A rerun that turns a row a verdict states cannot leave the old sentence standing."""
+    flipped = dataclasses.replace(
+        reports["tooz"],
+        rows=[
+            dataclasses.replace(row, status=Status.PASS) if row.id == "wait" else row
+            for row in reports["tooz"].rows
+        ],
+    )
+    again = [flipped if name == "tooz" else reports[name] for name in LIBRARIES]
+    with pytest.raises(StaleVerdict, match="tooz's wait row is fail; the runs say pass"):
+        render(again)
 
 
 def test_one_row_is_spliced_in_its_place_and_an_upgrade_is_refused(

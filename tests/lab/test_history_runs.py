@@ -24,7 +24,10 @@ from lockguide_lab.scenarios import (
     BareDelAfterExpiry,
     ClockJumpOnOneNode,
     FailoverLosesLock,
+    LeaderFailover,
+    PartitionedLeader,
     PausedHolder,
+    PausedLeader,
     RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
@@ -47,10 +50,19 @@ BROKEN: dict[type[Scenario], tuple[tuple[str, str] | None, tuple[str, str] | Non
     RedlockRestartForgetsLock: (("A", "B"), ("B", "A")),
     # Liveness, not safety: nobody acquired, so nothing overlaps.
     SplitVote: (None, None),
+    # A leader's lease ended before B's term: the late write, by a deposed leader, is caught.
+    PausedLeader: (None, ("B", "A")),
+    PartitionedLeader: (None, ("B", "A")),
+    # Two leaders in one term, until A renews.
+    LeaderFailover: (("A", "B"), ("B", "A")),
 }
 
 #: The fixed runs whose fix is at the resource: the lock still grants overlapping windows.
-FIXED_AT_THE_RESOURCE = {FailoverLosesLock: ("A", "B"), ClockJumpOnOneNode: ("A", "B")}
+FIXED_AT_THE_RESOURCE = {
+    FailoverLosesLock: ("A", "B"),
+    ClockJumpOnOneNode: ("A", "B"),
+    LeaderFailover: ("A", "B"),
+}
 
 
 Runs = Callable[[type[Scenario], str], Timeline]

@@ -23,6 +23,8 @@ ROWS = (
     "pottery Redlock, 5 masters",
     "redlock-py, 5 masters",
 )
+#: Rows the benchmark prints that the performance page does not quote (yet).
+UNQUOTED = ("tooz (Redis driver), one node", "redlock-ng Redlock, 5 masters")
 
 
 def row(name: str) -> str:
@@ -38,7 +40,7 @@ def test_the_benchmark_prints_every_implementation_with_its_ratio(
     out = capsys.readouterr().out
     loopback, _, delayed = out.partition("mode: delayed link")
     assert "mode: loopback" in loopback
-    for name in ROWS:
+    for name in ROWS + UNQUOTED:
         assert re.search(row(name), loopback), name
         assert re.search(row(name), delayed), name
     assert "machine:" in out

@@ -26,7 +26,10 @@ from lockguide_lab.scenarios import (
     FailoverLosesLock,
     FakeTestbed,
     Kind,
+    LeaderFailover,
+    PartitionedLeader,
     PausedHolder,
+    PausedLeader,
     RedlockRestartForgetsLock,
     RestartForgetsLock,
     Scenario,
@@ -202,6 +205,76 @@ def test_split_votes_repeat_with_a_constant_delay_and_resolve_with_a_random_one(
     assert {e.actor for e in fixed.of("A") + fixed.of("B") + fixed.of("C")} == set("ABC")
     assert len([e for e in fixed.events if e.kind is Kind.ACQUIRED]) == 3, fixed.table()
     assert fixed.outcome.overlapping == ()
+
+
+# -- a leader over Redis ---------------------------------------------------------------------
+
+
+def _first(timeline: Timeline, actor: str, kind: Kind) -> float:
+    return timeline.of(actor, kind)[0].t_ms
+
+
+def test_a_paused_leader_writes_after_its_term_and_only_the_token_refuses_it(
+    runs: Runs,
+) -> None:
+    broken, fixed = runs(PausedLeader, "broken"), runs(PausedLeader, "fixed")
+    for timeline in (broken, fixed):
+        assert Kind.RENEWED in _kinds(timeline, "A"), timeline.table()
+        assert _first(timeline, "A", Kind.EXPIRED) < _first(timeline, "B", Kind.ACQUIRED)
+        assert _first(timeline, "B", Kind.ACQUIRED) < _first(timeline, "A", Kind.RESUMED)
+        assert timeline.outcome.overlapping == ("A", "B")  # A believed all along
+    assert broken.final_value == "A's write"
+    assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
+    assert fixed.final_value == "B's write"
+    tokens = [e.detail for e in fixed.events if e.kind is Kind.ACQUIRED]
+    assert tokens == ["lease 1000 ms, fencing token 1", "lease 1000 ms, fencing token 2"]
+
+
+def test_a_leader_cut_off_stops_at_its_renew_deadline_before_redis_frees_the_role(
+    runs: Runs,
+) -> None:
+    broken, fixed = runs(PartitionedLeader, "broken"), runs(PartitionedLeader, "fixed")
+    scenario = PartitionedLeader()
+    stopped = _first(fixed, "A", Kind.STOPPED)
+    expired = _first(fixed, "A", Kind.EXPIRED)
+    # The margin is lease - renew deadline (400 ms), less what the last renewal took.
+    margin = scenario.lease_ms - scenario.renew_deadline_ms
+    assert margin - scenario.retry_period_ms < expired - stopped <= margin + 50, fixed.table()
+    assert expired <= _first(fixed, "B", Kind.ACQUIRED)
+    assert _kinds(fixed, "B")[0] is Kind.NOT_ACQUIRED  # half a lease after the cut
+    assert all(e.t_ms < stopped for e in fixed.of("A", Kind.WRITE_ACCEPTED))
+    assert fixed.outcome.overlapping == ()
+    assert Kind.STOPPED not in _kinds(broken, "A")
+    b_wrote = _first(broken, "B", Kind.WRITE_ACCEPTED)
+    assert any(e.t_ms > b_wrote for e in broken.of("A", Kind.WRITE_ACCEPTED))
+
+
+def test_a_leaders_redis_fails_over_and_elects_b_in_the_same_term_until_a_renews(
+    runs: Runs,
+) -> None:
+    broken, fixed = runs(LeaderFailover, "broken"), runs(LeaderFailover, "fixed")
+    for timeline in (broken, fixed):
+        assert _kinds(timeline, "B")[0] is Kind.ACQUIRED, timeline.table()
+        assert timeline.outcome.overlapping == ("A", "B")
+        elected = _first(timeline, "B", Kind.ACQUIRED)
+        # A stops at its next renewal: within a retry period (and some slack for the machine).
+        assert _first(timeline, "A", Kind.STOPPED) - elected < 150 + 250
+    tokens = [e.detail for e in fixed.events if e.kind is Kind.ACQUIRED]
+    assert tokens == ["lease 1000 ms, fencing token 34"] * 2
+    assert broken.final_value == "A's write"
+    assert Kind.WRITE_REFUSED in _kinds(fixed, "A")
+    assert fixed.final_value == "B's write"
+
+
+def test_leader_scenarios_refuse_a_timing_client_go_would_refuse() -> None:
+    with pytest.raises(BadArgument):
+        PausedLeader(lease_ms=1000, renew_deadline_ms=1000)
+    with pytest.raises(BadArgument):
+        PartitionedLeader(renew_deadline_ms=100, retry_period_ms=100)
+    with pytest.raises(BadArgument):
+        PausedLeader(pause_ms=900)
+    with pytest.raises(BadArgument):
+        LeaderFailover(earlier_grants=-1)
 
 
 # -- the testbeds ---------------------------------------------------------------------------

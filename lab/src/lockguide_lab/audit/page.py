@@ -13,22 +13,24 @@ business: ``tools/regenerate_libraries_page.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lockguide_lab.audit.checks import CHECKS
-from lockguide_lab.audit.report import MARKS, Report, Status
+from lockguide_lab.audit.report import Report, Status
 from lockguide_lab.audit.run import BUILTIN, audit_all, started
 
 __all__ = [
-    "FACTS",
     "LIBRARIES",
     "MASTERS",
+    "MOVING",
     "NOTES",
     "RELEASED",
-    "Fact",
+    "VERDICTS",
+    "StaleVerdict",
     "StaleVersion",
+    "Verdict",
     "load_results",
     "render",
     "run_all",
@@ -45,6 +47,9 @@ LIBRARIES: tuple[str, ...] = (
     "redis-py-asyncio",
     "pottery",
     "python-redis-lock",
+    "redlock-ng",
+    "redlock-ng-asyncio",
+    "tooz",
     "redlock-py",
     "redlock",
     "aioredlock",
@@ -63,79 +68,112 @@ RELEASED: dict[str, str] = {
     "pottery": "2025-03-21",
     "python-redis-lock": "2026-04-08",
     "redlock-py": "2016-03-08",
+    "redlock-ng": "2026-01",
+    "redlock-ng-asyncio": "2026-01",
+    "tooz": "2026-08",
     "sherlock": "2023-02-18",
     "portalocker": "2026-10-28",
 }
 
 
 @dataclass(frozen=True)
-class Fact:
-    """A public claim about a library, and how a run confirms it."""
+class Verdict:
+    """One library's verdict: one sentence, and the rows it states (library, row, status).
 
-    claim: str
+    :func:`render` refuses a verdict that the reports contradict, so a rerun that changes a
+    row a verdict rests on cannot leave the old sentence on the page.
+    """
+
     library: str
-    check: str
-    confirmed: Callable[[Report], bool]
+    text: str
+    rests_on: tuple[tuple[str, str, Status], ...]
 
 
-FACTS: tuple[Fact, ...] = (
-    Fact(
-        "redlock-py acquires sequentially",
-        "redlock-py",
-        "parallel",
-        lambda r: r.row("parallel").status is Status.FAIL,
-    ),
-    Fact(
-        "redlock-py's value does not come from a CSPRNG",
-        "redlock-py",
-        "unpredictable",
-        lambda r: "random.seed" in r.row("unpredictable").summary,
-    ),
-    Fact(
-        "redlock-py times the acquisition with the wall clock",
-        "redlock-py",
-        "monotonic",
-        lambda r: r.row("monotonic").status is Status.FAIL,
-    ),
-    Fact(
-        "pottery acquires in parallel",
-        "pottery",
-        "parallel",
-        lambda r: r.row("parallel").status is Status.PASS,
-    ),
-    Fact(
-        "redis-py's Lock has no timeout by default",
-        "redis-py",
-        "ttl",
-        lambda r: r.row("ttl").status is Status.FAIL,
-    ),
-    Fact(
-        "redis-py's Lock uses a uuid1 value",
-        "redis-py",
-        "unpredictable",
-        lambda r: "uuid1" in r.row("unpredictable").summary,
-    ),
-    Fact(
-        "sherlock with no expiry deletes the key it just set",
-        "sherlock",
-        "exclusion",
-        lambda r: (
-            "no-expiry" in r.row("exclusion").summary and r.row("exclusion").status is Status.FAIL
+P, F = Status.PASS, Status.FAIL
+#: The page's lead: one sentence per library, in :data:`LIBRARIES` order of their first name.
+VERDICTS: tuple[Verdict, ...] = (
+    Verdict(
+        "lockguide",
+        "keep (the guide's own): every must-have kept, and `FencedLock` adds fencing tokens.",
+        (
+            ("lockguide", "renewal", P),
+            ("lockguide-redlock", "partial", P),
+            ("lockguide-fenced", "fencing", P),
         ),
     ),
-    Fact(
-        "python-redis-lock's renewal thread can fail without telling the holder in time",
-        "python-redis-lock",
-        "renewal",
-        lambda r: r.row("renewal").status is Status.FAIL,
+    Verdict(
+        "redis-py",
+        "keep, with `timeout=` and `blocking_timeout=`, because by default its key never "
+        "expires and its acquire never gives up (the asyncio twin too).",
+        (("redis-py", "ttl", F), ("redis-py", "wait", F), ("redis-py-asyncio", "ttl", F)),
     ),
-    Fact(
-        "redlock-py leaves a majority's keys behind when one master errors",
+    Verdict(
+        "pottery",
+        "keep for five masters, with a timeout on its acquire, because it kept every Redlock "
+        "rule but waits for ever by default.",
+        (("pottery", "parallel", P), ("pottery", "partial", P), ("pottery", "wait", F)),
+    ),
+    Verdict(
+        "python-redis-lock",
+        "replace its renewal with [`Watchdog`](recipes.md#a-long-job-renewed-by-the-watchdog), "
+        "because a failed renewal reaches the holder only at release, and a forked child "
+        "deletes its parent's lock.",
+        (("python-redis-lock", "renewal", F), ("python-redis-lock", "fork", F)),
+    ),
+    Verdict(
+        "redlock-ng",
+        "usable for efficiency, because it kept every must-have Redlock rule, but its sync "
+        "`Redlock` asks the masters one by one, both read the wall clock, and a cancelled "
+        "async release leaves the lock held.",
+        (
+            ("redlock-ng", "partial", P),
+            ("redlock-ng", "parallel", F),
+            ("redlock-ng-asyncio", "parallel", P),
+            ("redlock-ng", "monotonic", F),
+            ("redlock-ng-asyncio", "monotonic", F),
+            ("redlock-ng-asyncio", "cancel", F),
+        ),
+    ),
+    Verdict(
+        "tooz",
+        "pass a timeout to `acquire()` and do not rely on its heartbeat, because its acquire "
+        "waits for ever, a failed renewal is only logged, and a forked child deletes the lock.",
+        (("tooz", "wait", F), ("tooz", "renewal", F), ("tooz", "fork", F)),
+    ),
+    Verdict(
         "redlock-py",
-        "partial",
-        lambda r: r.row("partial").status is Status.FAIL,
+        "replace with pottery or `lockguide.Redlock` (or one Redis and redis-py's `Lock`), "
+        "because it is unmaintained since 2016 and leaves keys behind when a master errors.",
+        (("redlock-py", "partial", F), ("redlock-py", "retry", F)),
+    ),
+    Verdict(
+        "redlock",
+        "replace, as redlock-py, because it is unmaintained since 2015 and leaves keys "
+        "behind when a master errors.",
+        (("redlock", "partial", F),),
+    ),
+    Verdict(
+        "aioredlock",
+        "usable on Python 3.11 only, because it imports `distutils`; it kept every Redlock "
+        "rule, but a cancelled release leaves the lock held.",
+        (("aioredlock", "partial", P), ("aioredlock", "cancel", F)),
+    ),
+    Verdict(
+        "sherlock",
+        "never use its no-expiry option, because with it a second holder gets in.",
+        (("sherlock", "exclusion", F),),
+    ),
+    Verdict(
+        "portalocker",
+        "keep where a lock held by a connection fits, because it hands out fencing tokens "
+        "and tells the holder when the connection dies.",
+        (("portalocker", "fencing", P), ("portalocker", "renewal", P)),
     ),
 )
+
+
+class StaleVerdict(Exception):
+    """A verdict states a row that the reports now contradict."""
 
 
 def run_all(
@@ -198,80 +236,82 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _names(reports: Sequence[Report], keep: Callable[[Report], bool]) -> str:
-    found = [r.name for r in reports if keep(r)]
-    if not found:
-        return "none"
-    if len(found) == 1:
-        return found[0]
-    return ", ".join(found[:-1]) + " and " + found[-1]
+def _check_verdicts(reports: Sequence[Report]) -> None:
+    """Raise :class:`StaleVerdict` when a verdict states a row the reports contradict."""
+    by_name = {name: r for r in reports for name, spec in BUILTIN.items() if spec == r.adapter}
+    for verdict in VERDICTS:
+        for library, check, status in verdict.rests_on:
+            report = by_name.get(library)
+            if report is None:
+                continue
+            found = report.row(check).status
+            if found is not status:
+                raise StaleVerdict(
+                    f"the verdict on {verdict.library} says {library}'s {check} row is "
+                    f"{status.value}; the runs say {found.value}: rewrite VERDICTS"
+                )
 
 
-def _redlock_clean(report: Report) -> bool:
-    return report.multi_master and all(
-        row.status in (Status.PASS, Status.NOT_RUN)
-        for row in report.rows
-        if row.id in ("parallel", "partial", "retry", "drift", "monotonic")
-    )
-
-
-def _what_to_use(reports: Sequence[Report]) -> list[str]:
-    """The advice, with every library list computed from the rows it rests on."""
-
-    def status(check: str, wanted: Status) -> Callable[[Report], bool]:
-        return lambda r: r.row(check).status is wanted
-
-    third = [r for r in reports if not r.name.startswith(("lockguide", "redis-py"))]
-    forever = _names(third, status("wait", Status.FAIL))
-    return [
-        "**What to use.** For an efficiency lock on one Redis, redis-py's own `Lock` (or its "
-        "asyncio twin) is sound once you pass `timeout=`, because its default lock has no TTL "
-        "and a crashed holder keeps it for ever, and `blocking_timeout=`, because its default "
-        "acquire has no deadline either (of the other libraries, the same holds for "
-        f"{forever}). Its `uuid1` value is unique, which is all the Redis documentation asks. "
-        "Of the Redlock libraries, "
-        f"{_names(reports, _redlock_clean)} kept every Redlock rule the audit runs. Renewal "
-        "is where the libraries differ most: see the renewal and fork rows before you rely on "
-        "a watchdog. For correctness no column is enough: the resource must check a fencing "
-        "token ([checklist C-8](checklist.md#c-8), [fencing](correct/fencing.md)).",
-    ]
-
+#: What to change when leaving a library (the page's "Moving from" section): anchor, who, what.
+MOVING: tuple[tuple[str, str, str], ...] = (
+    (
+        "from-redlock-py",
+        "redlock-py",
+        "For efficiency, one Redis and [redis-py's `Lock`](recipes.md#redis-pys-own-lock) or "
+        "[`lockguide.Lock`](recipes.md#a-lockguidelock-in-a-request-handler); with five "
+        "masters, `dlm.lock(name, ttl)` and `dlm.unlock(lock)` become "
+        "`with Redlock(masters, name, ttl_ms=ttl):`",
+    ),
+    (
+        "from-redis-py",
+        "redis-py `Lock`",
+        "Pass `timeout=` and `blocking_timeout=`; catch `LockNotOwnedError`",
+    ),
+    ("from-pottery", "pottery `Redlock`", "Give its acquire a timeout"),
+    (
+        "from-python-redis-lock",
+        "python-redis-lock",
+        "Set an expiry; renew with [`Watchdog`](recipes.md#a-long-job-renewed-by-the-watchdog) "
+        "and `dog.check()`",
+    ),
+)
 
 #: Hand-checked notes: what the runs cannot show. Each says how it was checked.
 NOTES: tuple[str, ...] = (
-    "*Last release* is the upload date of the audited version on PyPI (checked by hand in "
-    "November 2026; `redlock` and `aioredlock` to the month, from the package index). "
-    "redlock-py and redlock have had no release since 2016 and 2015.",
-    "`redlock` shares its import name with redlock-py, and aioredlock needs aioredis 1.x, "
-    "which would bring in `hiredis` and change redis-py's parser for every other test; both "
-    "are installed apart (`requirements/audit-peers.txt`). aioredlock imports `distutils`, "
-    "which Python 3.12 removed from the standard library; it runs on 3.11, the only Python "
-    "here, and was not run on 3.12.",
-    "On the error path of the *partial* row, redlock-py's `lock()` raises before its unlock "
-    "loop, so the caller never learns the value it would need to release the keys; redlock "
-    "lets the master's error escape the same way. pottery, aioredlock and lockguide count "
-    "the error as a failed vote.",
-    "python-redis-lock's renewal thread dies with `NotAcquired` when an extension fails; the "
-    "holder hears of it only when its `release()` raises, after the work it should have "
-    "stopped, so the row says *late* and fails.",
-    "redis-py's `uuid1` value (a timestamp, the MAC address, a clock sequence) is unique, the "
-    "Redis documentation's rule, but not unpredictable, the guide's stricter one: the value "
-    "proves ownership, and one another client can produce lets it release a lock it does not "
-    "hold. *Unique* is a must-have; *unpredictable* only reported.",
-    "The code read for these notes: redlock-py 1.0.8 `redlock/__init__.py`, redlock 1.2.0 "
-    "`redlock/lock.py`, pottery 3.0.1 `pottery/redlock.py`, python-redis-lock 4.0.1 "
-    "`redis_lock/__init__.py`, aioredlock 0.7.3 `aioredlock/algorithm.py`, redis-py 8.1.0 "
+    "*Last release*: the audited version's upload date on PyPI, checked by hand in "
+    "November 2026 (`redlock`, `aioredlock`, redlock-ng and tooz to the month).",
+    "Installed apart (`requirements/audit-peers*.txt`): `redlock` and redlock-ng share "
+    "redlock-py's import name; aioredlock needs aioredis 1.x, which brings `hiredis`; "
+    "redlock-ng declares `redis<6`, so it ran on redis-py 8.1, outside its declared range. "
+    "tooz ran through its Redis driver, one coordinator per holder, on redis-py's `Lock`.",
+    "On the *partial* row's error path, redlock-py and redlock raise before releasing, so "
+    "the caller never learns the value that would release the keys.",
+    "redis-py's `uuid1` value is unique (the Redis documentation's rule, a must) but "
+    "predictable (the guide's stricter one, only reported).",
+    "Code read: redlock-py 1.0.8 `redlock/__init__.py`, redlock 1.2.0 `redlock/lock.py`, "
+    "redlock-ng 2.0.4 `redlock/lock.py`, pottery 3.0.1 `pottery/redlock.py`, "
+    "python-redis-lock 4.0.1 `redis_lock/__init__.py`, aioredlock 0.7.3 "
+    "`aioredlock/algorithm.py`, tooz 9.1.0 `tooz/drivers/redis.py`, redis-py 8.1.0 "
     "`redis/lock.py`. See [Sources](sources.md).",
 )
 
-#: The marks in the table; n/a is a dash, so an empty cell costs the reader no words.
-_TABLE_MARK = {**MARKS, Status.NA: "\N{EN DASH}", Status.NOT_RUN: "○"}
+#: The table's marks: Material icons, inlined as SVG by pymdownx.emoji (no emoji font
+#: needed); hooks/a11y.py gives each its text alternative. n/a is a dash.
+_TABLE_MARK = {
+    Status.PASS: ":material-check-circle:",
+    Status.FAIL: ":material-close-circle:",
+    Status.WARN: ":material-alert:",
+    Status.NA: "\N{EN DASH}",
+    Status.NOT_RUN: ":material-help-circle-outline:",
+    Status.ERROR: "error",
+}
 
 
 def render(reports: Sequence[Report]) -> str:
     """The Markdown page for these reports (deterministic)."""
-    by_adapter = {r.adapter: r for r in reports}
+    _check_verdicts(reports)
     names = {spec: name for name, spec in BUILTIN.items()}
+    shown = {names.get(r.adapter) for r in reports}
     out: list[str] = []
     add = out.append
     add("# Python libraries")
@@ -283,55 +323,50 @@ def render(reports: Sequence[Report]) -> str:
     )
     add("")
     add(
-        "What each Python lock library does, established by **running it**: every cell is "
-        "the outcome of [`lockguide-audit`](audit.md) against real `redis-server` processes "
-        f"({MASTERS} independent masters for the Redlock-style locks), not a reading of its "
-        "README. The *item* column names the [checklist](checklist.md) item a row tests; a "
-        "row with none tests the library, not the design."
+        "Every verdict and cell here comes from running the library with "
+        f"[`lockguide-audit`](audit.md) on real `redis-server` processes ({MASTERS} masters "
+        "for Redlock-style locks). None makes a correctness lock: for that the resource "
+        "checks a [fencing token](correct/fencing.md)."
     )
     add("")
-    for paragraph in _what_to_use(reports):
-        add(paragraph)
-        add("")
-    add("## The table")
+    add("## Verdicts")
+    add("")
+    for verdict in VERDICTS:
+        if verdict.library in shown:
+            add(f"- **{verdict.library}**: {verdict.text}")
+    add("")
+    add("## Moving from another library { #moving-from-another-library }")
+    add("")
+    add("| From | What to change |")
+    add("| --- | --- |")
+    for anchor, who, what in MOVING:
+        add(f"| **{who}**{{ #{anchor} }} | {_cell(what)} |")
+    add("")
+    add("## The full table")
+    add("")
+    add(f'??? abstract "Every row for every library ({len(CHECKS)} rows, {len(reports)} locks)"')
     add("")
     header = ["row", "item", "must"] + [f"{r.name} {r.version}" for r in reports]
-    add("| " + " | ".join(header) + " |")
-    add("| " + " | ".join(["---", "---", ":-:"] + [":-:"] * len(reports)) + " |")
+    table = ["| " + " | ".join(header) + " |"]
+    table.append("| " + " | ".join(["---", "---", ":-:"] + [":-:"] * len(reports)) + " |")
     released = ["last release", "", ""] + [
         RELEASED.get(names.get(r.adapter, ""), "not published") for r in reports
     ]
-    add("| " + " | ".join(released) + " |")
+    table.append("| " + " | ".join(released) + " |")
     for check in CHECKS:
         items = ", ".join(f"[{i}](checklist.md#{i.lower()})" for i in check.items) or "\N{EN DASH}"
         cells = [check.title, items, "yes" if check.must else ""]
         cells += [_TABLE_MARK[r.row(check.id).status] for r in reports]
-        add("| " + " | ".join(_cell(c) for c in cells) + " |")
-    add("")
-    add(
-        "✅ kept; ❌ not kept; ⚠️ the hazard every lock with a timeout has (only a fencing "
-        "token checked by the resource closes it); \N{EN DASH} does not apply; ○ not run "
-        "(the reason is in the run's output below). *must* rows make `lockguide-audit` exit 1 "
-        "when they fail. Passing every row makes an **efficiency** lock, never a correctness one."
-    )
-    add("")
-    add("## Public claims, checked by the runs")
-    add("")
-    add("| claim | the run | row |")
-    add("| --- | --- | --- |")
-    titles = {check.id: check.title for check in CHECKS}
-    for fact in FACTS:
-        report = by_adapter.get(BUILTIN[fact.library])
-        if report is None:
-            continue
-        found = "confirmed" if fact.confirmed(report) else "**contradicted**"
-        add(f"| {fact.claim} | {found} | {_cell(titles[fact.check])} |")
-    token_holders = [r for r in reports if r.row("fencing").status is Status.PASS]
-    if token_holders:
-        who = ", ".join(f"{r.name}" for r in token_holders)
-        add(f"| none of them issues fencing tokens | **contradicted**: {who} | fencing |")
-    else:
-        add("| none of them issues fencing tokens | confirmed | fencing |")
+        table.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    table += [
+        "",
+        ":material-check-circle: kept; :material-close-circle: not kept; :material-alert: the "
+        "hazard of every lock with a timeout; \N{EN DASH} does not apply; "
+        ":material-help-circle-outline: not run (why: below). A failed *must* row makes "
+        "`lockguide-audit` exit 1.",
+    ]
+    for line in table:
+        add(f"    {line}".rstrip())
     add("")
     add("## What the runs cannot show")
     add("")
@@ -351,15 +386,11 @@ def render(reports: Sequence[Report]) -> str:
     add("## How the rows are run")
     add("")
     add(
-        "Each library is driven through an adapter in `lab/src/lockguide_lab/audit/adapters/` "
-        "that calls its own API with its defaults; [Audit your lock](audit.md) explains each "
-        "check. Options the adapters set: portalocker `fencing=True` and "
-        "`interrupt_on_lost=False`; lockguide's `Redlock` a 90 ms per-master timeout (the "
-        "parallel row delays each request by 30 ms); lockguide's `Lock` and `FencedLock` run "
-        "under its `Watchdog` when a row asks for renewal; aioredlock gets one lock manager "
-        "per holder, as separate processes would have. Regenerate after an upgrade with "
-        "`.venv/bin/python tools/regenerate_libraries_page.py --library NAME`, or one row "
-        "for every library with `--only ROW`."
+        "Adapters in `lab/src/lockguide_lab/audit/adapters/` call each library's own API "
+        "with its defaults ([Audit your lock](audit.md) explains each check), except: "
+        "portalocker `fencing=True`, `interrupt_on_lost=False`; lockguide's `Redlock` a 90 ms "
+        "per-master timeout; aioredlock one lock manager per holder. Regenerate with "
+        "`.venv/bin/python tools/regenerate_libraries_page.py --library NAME` or `--only ROW`."
     )
     add("")
     return "\n".join(out)

@@ -22,6 +22,7 @@ timelines draw themselves with :func:`lockguide_lab.scenarios.plot.figure`
 
 from lockguide_lab.scenarios.actor import Actor
 from lockguide_lab.scenarios.failover import FailoverLosesLock, RestartForgetsLock
+from lockguide_lab.scenarios.leader import LeaderFailover, PartitionedLeader, PausedLeader
 from lockguide_lab.scenarios.lease import BareDelAfterExpiry, PausedHolder, WorkOutlastsTtl
 from lockguide_lab.scenarios.locks import BareDelLock
 from lockguide_lab.scenarios.redlock import ClockJumpOnOneNode, RedlockRestartForgetsLock, SplitVote
@@ -45,6 +46,9 @@ SCENARIOS: tuple[type[Scenario], ...] = (
     ClockJumpOnOneNode,
     RedlockRestartForgetsLock,
     SplitVote,
+    PausedLeader,
+    PartitionedLeader,
+    LeaderFailover,
 )
 
 __all__ = [
@@ -60,8 +64,11 @@ __all__ = [
     "FencedResource",
     "Interval",
     "Kind",
+    "LeaderFailover",
     "Outcome",
+    "PartitionedLeader",
     "PausedHolder",
+    "PausedLeader",
     "PlainResource",
     "RealTestbed",
     "RedlockRestartForgetsLock",

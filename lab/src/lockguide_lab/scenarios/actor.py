@@ -7,6 +7,7 @@ themselves (see :meth:`Actor.owns`), not by what the lock believes.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,12 @@ class Actor:
         self.servers = list(servers)
         hooks = getattr(lock, "hooks", None)
         self.hooks = hooks if isinstance(hooks, Hooks) else Hooks(run.now)
-        self.hooks.on_extend = self._extended
+        # A lock whose renewals are noted by its connections, inside its own release (a
+        # Leader's resign), must not record from there: the run records them at its next
+        # settle, on the thread that runs the script, at the moment each was answered.
+        deferred = getattr(lock, "defers_renewals", False)
+        self.hooks.on_extend = self._defer if deferred else self._extended
+        self._deferred: collections.deque[tuple[float, bool, float]] = collections.deque()
         self.hooks.on_try = self._tried
         self.lease_end_ms: float | None = None
         self._value: str | None = None
@@ -129,7 +135,8 @@ class Actor:
             self.run.record(self.name, Kind.NOT_ACQUIRED, why)
             return False
         self._value = self.lock.value
-        self._token = self.lock.token if isinstance(self.lock, FencedLock) else None
+        fenced = isinstance(self.lock, FencedLock) or getattr(self.lock, "fenced", False)
+        self._token = getattr(self.lock, "token", None) if fenced else None
         self.lease_end_ms = started + self.lock.ttl_ms
         detail = f"lease {self.lock.ttl_ms} ms"
         if isinstance(self.lock, Redlock):
@@ -246,7 +253,16 @@ class Actor:
         why = "no majority: " + _votes(attempt)
         self.run.record(self.name, Kind.NOT_ACQUIRED, why, in_passing=True)
 
-    def _extended(self, started: float, ok: bool) -> None:
+    def _defer(self, started: float, ok: bool) -> None:
+        self._deferred.append((started, ok, self.run.now()))
+
+    def flush(self) -> None:
+        """Record the renewals noted since the last call (see ``defers_renewals``)."""
+        while self._deferred:
+            started, ok, answered = self._deferred.popleft()
+            self._extended(started, ok, at=answered)
+
+    def _extended(self, started: float, ok: bool, at: float | None = None) -> None:
         # Noted once the renewal has returned: its invoke is written then too, with
         # the window it asked for from the moment it was sent.
         window = _window(started, self.lock.ttl_ms)
@@ -255,10 +271,10 @@ class Actor:
         if ok:
             self.lease_end_ms = started + self.lock.ttl_ms
             detail = f"lease reset to {self.lock.ttl_ms} ms"
-            self.run.record(self.name, Kind.RENEWED, detail, in_passing=True)
+            self.run.record(self.name, Kind.RENEWED, detail, in_passing=True, at=at)
         else:
             detail = "the key was gone or someone else's"
-            self.run.record(self.name, Kind.RENEWAL_FAILED, detail, in_passing=True)
+            self.run.record(self.name, Kind.RENEWAL_FAILED, detail, in_passing=True, at=at)
 
     @property
     def wrote(self) -> bool:

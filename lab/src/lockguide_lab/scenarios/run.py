@@ -162,6 +162,7 @@ class Run:
         *,
         value: str | None = None,
         in_passing: bool = False,
+        at: float | None = None,
     ) -> None:
         """Add an event now; settle the leases before (what ended meanwhile) and after
         (what this event ended: a ``DEL`` of someone else's key).
@@ -169,13 +170,14 @@ class Run:
         ``in_passing`` events (a renewal, one refused try inside a lock's retry
         loop) are noted from the lock's own thread and change no lease: they
         are appended without settling, so that noting them does not slow the
-        client down.
+        client down. ``at`` (in passing only) dates an event noted after it happened.
         """
         self.begin()
         with self.mutex:
             if not in_passing and kind not in _CAUSES:
                 self.settle()
-            self._events.append(Event(round(self.now(), 1), actor, kind, detail, value))
+            when = self.now() if at is None or not in_passing else at
+            self._events.append(Event(round(when, 1), actor, kind, detail, value))
             if not in_passing:
                 self.settle()
                 self.clock.tick(self.scenario.step_ms)
@@ -183,6 +185,8 @@ class Run:
     def settle(self) -> None:
         """Record the leases that have ended since the last event."""
         with self.mutex:
+            for actor in self._actors:
+                actor.flush()
             now = self.now()
             for actor in self._actors:
                 if actor.lease_end_ms is None or actor.owns():

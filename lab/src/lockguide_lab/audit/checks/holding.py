@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import re
+import socket
 import threading
 import time
 
@@ -140,6 +143,53 @@ def check_unpredictable(session: AuditSession) -> Row:
         details=details,
         **data,
     )
+
+
+# -- who holds it: a value that names its holder (the guide's own rule) -------------------------
+
+
+def names_this_process(value: str) -> str | None:
+    """What in ``value`` names this process (its host name or its pid, as a word of its
+    own), or ``None``: a reader of the key learns who holds it, not only that someone does."""
+    words = set(re.split(r"[\s:|/@,;=]+", value))
+    host = socket.gethostname()
+    if host in words or host.split(".")[0] in words:
+        return "the host name"
+    if str(os.getpid()) in words:
+        return "the process id"
+    return None
+
+
+@audit_row(
+    "holder",
+    "the value names its holder (the guide's own rule)",
+    must=False,
+    order=25,
+    items=("C-3",),
+    does="acquires, reads the stored value",
+    passes="the host name or the pid is a word of the value (beside its random part)",
+    controls=(Control("anonymous_value", "single"),),
+)
+def check_holder(session: AuditSession) -> Row:
+    """Who holds the key, readable in the key: what an operator needs when a lock is stuck."""
+    adapter = session.adapter()
+    holder = session.holder(adapter, "audit:holder", 10_000)
+    keys = acquire(session, holder)
+    holder.release()
+    values = [k.value for k in keys if k.value is not None]
+    if not values:
+        return row("holder", Status.NA, _NO_VALUE)
+    text = values[0].decode(errors="replace")
+    named = names_this_process(text)
+    details = [f"stored value: {text!r}"]
+    if named is None:
+        return row(
+            "holder",
+            Status.FAIL,
+            "no: the value does not say which host or process holds the lock",
+            details=details,
+        )
+    return row("holder", Status.PASS, f"yes: the value carries {named}", details=details)
 
 
 # -- release is compare-and-delete -----------------------------------------------------------
