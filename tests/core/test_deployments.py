@@ -309,9 +309,11 @@ def _every_lock_works(client: redis.Redis) -> None:
         got: list[bool | BaseException] = []
         thread = threading.Thread(target=_acquire_into, args=(waiter, got))
         thread.start()
-        time.sleep(0.05)  # the waiter is in line, blocked on its wake-up
-        lock.release()  # hands the key over and wakes it
-        thread.join(5)
+        try:
+            time.sleep(0.05)  # the waiter is in line, blocked on its wake-up
+            lock.release()  # hands the key over and wakes it
+        finally:  # a waiter left trying would take the next round's key
+            thread.join(5)
         if isinstance(got[0], BaseException):
             raise got[0]
         assert got == [True]
