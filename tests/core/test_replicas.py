@@ -123,7 +123,9 @@ def test_a_server_without_replicas_never_acknowledges(redis_server: RedisServer)
         ),
     ):
         pass
-    assert isinstance(caught.value.__cause__, NotReplicated)
+    # The last error is the last try's: too few acknowledgements, or, on a loaded machine,
+    # the deadline cutting that try's request (the acknowledgement was never awaited).
+    assert isinstance(caught.value.__cause__, NotReplicated | redis.exceptions.TimeoutError)
     assert time.monotonic() - started < 1.0  # retried until the deadline, not longer
     assert client.exists("lock:lonely") == 0
     assert client.keys("{lock:lonely}:place:*") == []  # nor a place in line
