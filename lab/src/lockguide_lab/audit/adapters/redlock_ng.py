@@ -103,12 +103,33 @@ def _ttl(ttl_ms: TtlSpec, renew: bool) -> int:
     return int(ttl_ms)
 
 
-class RedlockNgHolder:
-    def __init__(self, adapter: RedlockNgAdapter, key: str, ttl_ms: int) -> None:
+class _Holder:
+    """What both holders share: the retries a wait becomes, no token, no loss signal."""
+
+    def __init__(self, adapter: Any, key: str, ttl_ms: int) -> None:
         self.adapter = adapter
         self.key = key
         self.ttl_ms = ttl_ms
         self.lock: Any = None
+
+    def _acquire(self, retries: int) -> bool:
+        raise NotImplementedError
+
+    def acquire(self, wait_ms: float = 0) -> bool:
+        return self._acquire(retries_for(wait_ms))
+
+    def acquire_default(self) -> bool:
+        return self._acquire(DEFAULT_RETRIES)
+
+    def token(self) -> int | None:
+        return None
+
+    def lost(self) -> bool | None:
+        return None  # Lock.valid turns False at release only: no signal of loss
+
+
+class RedlockNgHolder(_Holder):
+    adapter: RedlockNgAdapter
 
     def _acquire(self, retries: int) -> bool:
         lock = self.adapter.manager(retries).acquire(self.key, self.ttl_ms)
@@ -116,12 +137,6 @@ class RedlockNgHolder:
             return False
         self.lock = lock
         return True
-
-    def acquire(self, wait_ms: float = 0) -> bool:
-        return self._acquire(retries_for(wait_ms))
-
-    def acquire_default(self) -> bool:
-        return self._acquire(DEFAULT_RETRIES)
 
     def release(self) -> bool | None:
         if self.lock is None:
@@ -134,12 +149,6 @@ class RedlockNgHolder:
         if self.lock is None:
             raise RuntimeError("not acquired")
         return bool(self.lock.client.extend(self.lock, ttl_ms))
-
-    def token(self) -> int | None:
-        return None
-
-    def lost(self) -> bool | None:
-        return None  # Lock.valid turns False at release only: no signal of loss
 
 
 class RedlockNgAdapter:
@@ -176,12 +185,8 @@ class RedlockNgAdapter:
             self._managers.clear()
 
 
-class AsyncRedlockNgHolder:
-    def __init__(self, adapter: AsyncRedlockNgAdapter, key: str, ttl_ms: int) -> None:
-        self.adapter = adapter
-        self.key = key
-        self.ttl_ms = ttl_ms
-        self.lock: Any = None
+class AsyncRedlockNgHolder(_Holder):
+    adapter: AsyncRedlockNgAdapter
 
     def _acquire(self, retries: int) -> bool:
         async def run() -> Any:
@@ -193,12 +198,6 @@ class AsyncRedlockNgHolder:
             return False
         self.lock = lock
         return True
-
-    def acquire(self, wait_ms: float = 0) -> bool:
-        return self._acquire(retries_for(wait_ms))
-
-    def acquire_default(self) -> bool:
-        return self._acquire(DEFAULT_RETRIES)
 
     def release_async(self) -> Awaitable[object]:
         if self.lock is None:
@@ -218,12 +217,6 @@ class AsyncRedlockNgHolder:
 
     def extend(self, ttl_ms: int) -> bool | None:
         raise Unsupported("AsyncRedlock has no extend")
-
-    def token(self) -> int | None:
-        return None
-
-    def lost(self) -> bool | None:
-        return None
 
 
 class AsyncRedlockNgAdapter:
