@@ -204,35 +204,35 @@ if held == ARGV[1] then
     redis.call("PEXPIRE", KEYS[1], ARGV[2])
     return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
 end
-local place = ARGV[4] .. "place:" .. ARGV[1]
-if not redis.call("SET", place, KEYS[3] or "", "PX", ARGV[3], "GET") then
+local place = ARGV[4] .. "waiter:" .. ARGV[1]
+local needs = ARGV[2] .. " " .. (KEYS[3] or "")
+if not redis.call("SET", place, needs, "PX", ARGV[3], "GET") then
     redis.call("RPUSH", KEYS[2], ARGV[1])
 end
 return 0
 """)
 
 HAND_OFF = LuaScript("""\
-if ARGV[5] == "1" then
-    redis.call("DEL", ARGV[3] .. "place:" .. ARGV[1])
+if ARGV[4] == "1" then
+    redis.call("DEL", ARGV[3] .. "waiter:" .. ARGV[1])
 end
-local note = ARGV[3] .. "released:" .. ARGV[1]
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-    return redis.call("EXISTS", note)
+    return 0
 end
-redis.call("SET", note, "1", "PX", ARGV[4])
 for _ = 1, 16 do
     local waiter = redis.call("LPOP", KEYS[2])
     if not waiter then
         break
     end
-    local counter = redis.call("GETDEL", ARGV[3] .. "place:" .. waiter)
-    if counter then
+    local needs = redis.call("GETDEL", ARGV[3] .. "waiter:" .. waiter)
+    if needs then
+        local lease, counter = string.match(needs, "^(%d+) (.*)$")
         local token = "1"
         if counter ~= "" then
             token = redis.call("INCR", counter)
             redis.call("SET", ARGV[3] .. "token:" .. waiter, token, "PX", ARGV[2])
         end
-        redis.call("SET", KEYS[1], waiter, "PX", ARGV[2])
+        redis.call("SET", KEYS[1], waiter, "PX", lease)
         local wake = ARGV[3] .. "wake:" .. waiter
         redis.call("RPUSH", wake, token)
         redis.call("PEXPIRE", wake, ARGV[2])
@@ -695,11 +695,13 @@ class ServerSteps(LeaseState):
     first; each place a key with a lease of its own, renewed by every try, so a crashed
     waiter drops out). Between tries the waiter blocks on its wake-up list (``BLPOP``) for
     at most its random retry pause. A release (``scripts/hand_off.lua``) hands the key to
-    the oldest waiter whose place is alive, for a short window, and pushes its wake-up; the
-    waiter makes it its own with the extend script. The releaser, trying again at once,
+    the oldest waiter whose place is alive, with that waiter's lease, and pushes its wake-up:
+    the wake-up is the grant, with no request after it. The releaser, trying again at once,
     finds the key taken and queues behind. A lost wake-up costs the retry pause, as without
-    a line; a line lost in a failover leaves random retry; the key is still held by one value
-    at a time, so the line can never grant it twice.
+    a line (the next try finds the key holding the waiter's value); a line lost in a failover
+    leaves random retry; the key is still held by one value at a time, so the line can
+    never grant it twice. A waiter that dies while its place is alive may be handed the key:
+    it then expires with the lease, as a holder's that dies.
     """
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
@@ -787,9 +789,8 @@ class ServerSteps(LeaseState):
         """The keys of the line, in the lock key's slot, and how long a place lasts."""
         self._line = beside(self._key, "line")
         self._prefix = beside(self._key, "")  # places, wake-ups, notes: in the key's slot
-        # A place, and the window a release hands the key over for: three of the longest
-        # retry pauses and three late BLPOPs, so a waiter whose wake-up was lost still
-        # claims it in time.
+        # A place's lease, and how long an unheard wake-up is kept: three of the longest
+        # retry pauses and three late BLPOPs, so a waiter keeps its place between tries.
         self._place_ms = int(3 * (self._retry_delay_ms[1] + LATE_S * 1000))
         self._counter: tuple[str, ...] = ()  # FencedLock's token counter
 
@@ -816,8 +817,7 @@ class ServerSteps(LeaseState):
         """
         if self._cluster:
             return self._script(RELEASE, timeout_s, value)
-        note_ms = max(int(2000 * self._request_s), self._place_ms)
-        args = (value, self._place_ms, self._prefix, note_ms, "1" if leaving else "0")
+        args = (value, self._place_ms, self._prefix, "1" if leaving else "0")
         return run_script(HAND_OFF, HAND_OFF.command((self._key, self._line), args), timeout_s)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
@@ -872,15 +872,27 @@ class ServerSteps(LeaseState):
                 yield Sleep(pause)
                 continue
             woken = yield Wait(f"{self._prefix}wake:{value}", pause)
-            if woken is not None and (yield from self._claim(value, woken[-1])):
-                return True  # the key was handed to this waiter
+            if woken is None:
+                continue
+            if self._replicas:  # a grant must reach the replicas: one request with WAIT
+                if (yield from self._claim(value, woken[-1])):
+                    return True
+                continue
+            # The key was handed to this waiter with its lease, after its last try ran:
+            # the lease counts from that try's start, as if that try had been granted.
+            if self._clock() < started + self._usable_ms / 1000.0:
+                self._granted(woken[-1])
+                self._won(value, started)
+                return True
+            yield from self._discard(value, self._request_s)  # too late to use: pass it on
+            value = self._new_value()
         if in_line and answered:  # leave the line (pass on a key just handed over) at once,
             yield from self._discard(value, min(self._request_s, 0.01))  # a few ms late at most
         return False
 
     def _claim(self, value: str, token: Any) -> Steps[bool]:
-        """Make a key handed to ``value`` (with ``token``: FencedLock's, or 1) this lock's,
-        for its TTL from before the request."""
+        """With ``replicas``: make a key handed to ``value`` (with ``token``: FencedLock's,
+        or 1) this lock's, for its TTL from before the request, and ``WAIT`` for them."""
         started = self._clock()
         try:
             reply = yield from self._renew("acquire", value, self._ttl_ms)
@@ -909,15 +921,19 @@ class ServerSteps(LeaseState):
         """Compare-and-delete, handing the key to the next waiter. If Redis does not answer,
         the lock stays held: call again.
 
-        A release whose connection broke is asked once more, on a new connection: the first
-        request may have run (its reply lost), and then the note it left (for twice the
-        request timeout) makes the second answer 1 too, not a false :class:`LockLost`.
+        A release whose connection broke is asked once more, on a new connection. The first
+        request may have run, its reply lost: then the key is no longer this value. Within
+        the lease nobody else can have taken it, so a second answer that arrives before the
+        lease's end says the first request released it; one that arrives after it cannot
+        tell, and is a :class:`LockLost`.
         """
         value = self._check_owner("release")
         try:
             released = yield from self._hand_off(value, self._request_s)
         except rx.ConnectionError:
             released = yield from self._hand_off(value, self._request_s)
+            if released != 1 and self._in_lease(self._clock()):
+                released = 1  # the first request released it
         self._forget(value)
         if released != 1:
             raise LockLost(self._key, "release")

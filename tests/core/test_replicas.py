@@ -184,6 +184,36 @@ def test_a_grant_counts_once_the_replica_has_it(
 
 
 @pytest.mark.real_redis
+def test_a_waiter_handed_the_key_waits_for_the_replica_before_it_holds(
+    sentinel: SentinelDeployment,
+) -> None:
+    client = master_for(sentinel.sentinel())
+    primary = sentinel.primary()
+    holder = Lock(client, "lock:handed", ttl_ms=TTL_MS, owner="process")
+    waiter = Lock(
+        client,
+        "lock:handed",
+        ttl_ms=TTL_MS,
+        replicas=1,
+        retry_delay_ms=(3_000, 3_000),
+        owner="process",
+    )
+    assert holder.acquire()
+    held: list[bool] = []
+    thread = threading.Thread(target=lambda: held.append(waiter.acquire(timeout_ms=6_000)))
+    thread.start()
+    with primary.admin() as admin:
+        wait_until(lambda: any(c["cmd"] == "blpop" for c in admin.client_list()), "in line", 5)
+    waits = _waits(primary)
+    holder.release()  # hands the key to the waiter, which must not count it yet
+    thread.join(5)
+    assert held == [True]
+    assert _waits(primary) > waits, "the woken waiter's grant was never acknowledged"
+    assert _on_replica(sentinel, "lock:handed")
+    waiter.release()
+
+
+@pytest.mark.real_redis
 def test_with_the_replica_cut_off_the_grant_is_deleted_and_the_try_fails(
     sentinel: SentinelDeployment,
 ) -> None:

@@ -299,6 +299,35 @@ def test_the_next_grant_goes_to_the_waiter_woken_by_the_release_not_to_the_relea
 
 
 @pytest.mark.real_redis
+def test_a_woken_waiter_holds_the_key_with_its_own_lease_and_sends_nothing_more(
+    lone_server: RedisServer,
+) -> None:
+    client = redis.Redis(host=lone_server.host, port=lone_server.port)
+    holder = Lock(client, KEY, ttl_ms=10_000, owner="process")
+    waiter = Lock(client, KEY, ttl_ms=3_000, retry_delay_ms=(4_000, 4_000), owner="process")
+    for lock in (waiter, holder):  # each script loaded once (NOSCRIPT would count twice)
+        assert lock.acquire(timeout_ms=1_000)
+        lock.extend()
+        lock.release()
+    assert holder.acquire()
+    got: list[float | BaseException] = []
+    thread = _waiting(waiter, got, timeout_ms=8_000)
+    give_up = time.monotonic() + 5
+    while not any(c["cmd"] == "blpop" for c in client.client_list()):  # in line, blocked
+        assert time.monotonic() < give_up, "the waiter never blocked on its wake-up"
+        time.sleep(0.01)
+    client.config_resetstat()
+    holder.release()
+    thread.join(5)
+    assert len(got) == 1 and isinstance(got[0], float), got
+    calls = {name: stats["calls"] for name, stats in client.info("commandstats").items()}
+    assert calls.get("cmdstat_evalsha") == 1, f"only the release ran a script: {calls}"
+    assert calls.get("cmdstat_pexpire") == 1, f"only the wake-up got a TTL: {calls}"
+    assert 2_000 < client.pttl(KEY) <= 3_000, "the key has the waiter's lease, not the holder's"
+    waiter.release()
+
+
+@pytest.mark.real_redis
 def test_waiters_on_a_pool_of_two_never_take_the_connection_the_holder_releases_with(
     lone_server: RedisServer,
 ) -> None:

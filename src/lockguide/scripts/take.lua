@@ -22,9 +22,11 @@ if held == ARGV[1] then
     return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
 end
 -- Held by another: renew this waiter's place (its lease), or join the line.
--- The place holds what a hand-over needs: the token counter, if any.
-local place = ARGV[4] .. "place:" .. ARGV[1]
-if not redis.call("SET", place, KEYS[3] or "", "PX", ARGV[3], "GET") then
+-- The place holds what a hand-over needs: the waiter's lease and its token
+-- counter, if any.
+local place = ARGV[4] .. "waiter:" .. ARGV[1]
+local needs = ARGV[2] .. " " .. (KEYS[3] or "")
+if not redis.call("SET", place, needs, "PX", ARGV[3], "GET") then
     redis.call("RPUSH", KEYS[2], ARGV[1])
 end
 return 0
