@@ -694,14 +694,14 @@ class ServerSteps(LeaseState):
     ``scripts/take.lua``: ``SET NX`` and, when refused, a place in line (a list, oldest
     first; each place a key with a lease of its own, renewed by every try, so a crashed
     waiter drops out). Between tries the waiter blocks on its wake-up list (``BLPOP``) for
-    at most its random retry pause. A release (``scripts/hand_off.lua``) hands the key to
-    the oldest waiter whose place is alive, with that waiter's lease, and pushes its wake-up:
-    the wake-up is the grant, with no request after it. The releaser, trying again at once,
-    finds the key taken and queues behind. A lost wake-up costs the retry pause, as without
-    a line (the next try finds the key holding the waiter's value); a line lost in a failover
-    leaves random retry; the key is still held by one value at a time, so the line can
-    never grant it twice. A waiter that dies while its place is alive may be handed the key:
-    it then expires with the lease, as a holder's that dies.
+    at most the longest retry pause (the line orders the tries, not chance). A release
+    (``scripts/hand_off.lua``) hands the key to the oldest waiter whose place is alive, with
+    that waiter's lease, and pushes its wake-up: the wake-up is the grant, with no request
+    after it. The releaser, trying again at once, finds the key taken and queues behind.
+    A lost wake-up costs one pause (the next try finds the key holding the waiter's value);
+    a line lost in a failover leaves random retry; the key is still held by one value at a
+    time, so the line can never grant it twice. A waiter that dies while its place is alive
+    may be handed the key: it then expires with the lease, as a dead holder's does.
     """
 
     _redis: Any  # the client flavour: the module redis or redis.asyncio
@@ -864,7 +864,9 @@ class ServerSteps(LeaseState):
             if granted:  # granted, but the reply took the whole lease: no use to anyone
                 yield from self._discard(value, self._request_s)
                 value = self._new_value()
-            pause = self._pause_s(self._uniform, give_up_at) if blocking else 0.0
+            # In line, the line orders the tries, not chance: block for the longest pause.
+            draw = longest if in_line else self._uniform
+            pause = self._pause_s(draw, give_up_at) if blocking else 0.0
             if pause <= 0:
                 break
             near = give_up_at is not None and give_up_at - self._clock() < pause + LATE_S
@@ -969,6 +971,11 @@ class ServerSteps(LeaseState):
         if mine is None:
             return False
         return (yield from self._script(None, self._request_s, "GET")) in (mine, mine.encode())
+
+
+def longest(shortest_ms: float, longest_ms: float) -> float:
+    """The draw of a waiter in line: the longest retry pause."""
+    return longest_ms
 
 
 def note_failed_release(exc: BaseException, key: str, error: BaseException) -> None:

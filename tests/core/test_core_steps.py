@@ -91,7 +91,7 @@ def test_a_refused_waiter_keeps_its_place_and_wins_when_a_release_hands_it_over(
     kinds = [type(e).__name__ for e in effects]
     assert kinds == ["Send", "Wait"], "the wake-up is the grant: no request after it"
     assert effects[0].commands[-1][:2] == ("EVALSHA", TAKE.sha), "SET NX, or a place in line"
-    assert effects[1] == Wait("{lock:steps}:wake:" + (lock.value or ""), 0.1)
+    assert effects[1] == Wait("{lock:steps}:wake:" + (lock.value or ""), 0.15), "the longest pause"
 
 
 def test_without_blocking_one_plain_set_nx() -> None:
