@@ -40,6 +40,8 @@ DEFAULT_REPLICAS_TIMEOUT_MS = 100
 #: How late a ``BLPOP`` may time out: Redis ends blocked clients' waits on its clock tick,
 #: ``hz`` times a second (10 by default), so a 20 ms wait can last 100 ms.
 LATE_S = 0.1
+#: The shortest wait on a wake-up worth a ``BLPOP``; a shorter pause is slept.
+MIN_LISTEN_S = 0.01
 
 #: What ``from lockguide._core import *`` gives: the errors, as ``lockguide.errors`` shows them.
 __all__ = ["AlreadyAcquired", "BadArgument", "BadArgumentType", "ClusterUnavailable"]
@@ -213,12 +215,14 @@ return 0
 """)
 
 HAND_OFF = LuaScript("""\
-if ARGV[4] == "1" then
+if ARGV[5] == "1" then
     redis.call("DEL", ARGV[3] .. "waiter:" .. ARGV[1])
 end
+local note = ARGV[3] .. "released:" .. ARGV[1]
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-    return 0
+    return redis.call("EXISTS", note)
 end
+redis.call("SET", note, "1", "PX", ARGV[4])
 for _ = 1, 16 do
     local waiter = redis.call("LPOP", KEYS[2])
     if not waiter then
@@ -817,7 +821,8 @@ class ServerSteps(LeaseState):
         """
         if self._cluster:
             return self._script(RELEASE, timeout_s, value)
-        args = (value, self._place_ms, self._prefix, "1" if leaving else "0")
+        note_ms = max(int(2000 * self._request_s), self._place_ms)
+        args = (value, self._place_ms, self._prefix, note_ms, "1" if leaving else "0")
         return run_script(HAND_OFF, HAND_OFF.command((self._key, self._line), args), timeout_s)
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
@@ -869,11 +874,17 @@ class ServerSteps(LeaseState):
             pause = self._pause_s(draw, give_up_at) if blocking else 0.0
             if pause <= 0:
                 break
-            near = give_up_at is not None and give_up_at - self._clock() < pause + LATE_S
-            if not in_line or near:  # (near the deadline, a BLPOP might end past it)
+            listen = pause  # a BLPOP may end LATE_S late: near the deadline, listen less
+            if give_up_at is not None:
+                listen = min(pause, give_up_at - self._clock() - LATE_S)
+            if in_line and listen < MIN_LISTEN_S:  # it can no longer listen: leave the line,
+                left = self._budget_s(self._request_s, give_up_at, False)  # so a release
+                yield from self._discard(value, left)  # hands the key to one that does,
+                value, in_line = self._new_value(), False  # and poll what time is left
+            if not in_line:
                 yield Sleep(pause)
                 continue
-            woken = yield Wait(f"{self._prefix}wake:{value}", pause)
+            woken = yield Wait(f"{self._prefix}wake:{value}", listen)
             if woken is None:
                 continue
             if self._replicas:  # a grant must reach the replicas: one request with WAIT
@@ -923,19 +934,16 @@ class ServerSteps(LeaseState):
         """Compare-and-delete, handing the key to the next waiter. If Redis does not answer,
         the lock stays held: call again.
 
-        A release whose connection broke is asked once more, on a new connection. The first
-        request may have run, its reply lost: then the key is no longer this value. Within
-        the lease nobody else can have taken it, so a second answer that arrives before the
-        lease's end says the first request released it; one that arrives after it cannot
-        tell, and is a :class:`LockLost`.
+        A release whose connection broke is asked once more, on a new connection: the first
+        request may have run (its reply lost), and then the note it left (for twice the
+        request timeout) makes the second answer 1 too, not a false :class:`LockLost`. (The
+        lease alone cannot tell: after a failover another holder may have the key within it.)
         """
         value = self._check_owner("release")
         try:
             released = yield from self._hand_off(value, self._request_s)
         except rx.ConnectionError:
             released = yield from self._hand_off(value, self._request_s)
-            if released != 1 and self._in_lease(self._clock()):
-                released = 1  # the first request released it
         self._forget(value)
         if released != 1:
             raise LockLost(self._key, "release")

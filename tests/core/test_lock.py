@@ -158,7 +158,7 @@ def test_blocking_acquire_gives_up_at_its_timeout(contender: Contender) -> None:
     assert not waiter.held
 
 
-def test_retry_pauses_are_random_and_within_the_range(
+def test_retry_pauses_are_within_the_range_random_outside_a_line_the_longest_in_it(
     contender: Contender, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pauses: list[float] = []
@@ -173,8 +173,12 @@ def test_retry_pauses_are_random_and_within_the_range(
     contender.make(ttl_ms=10_000).acquire()
     waiter = contender.make(ttl_ms=1_000, retry_delay_ms=(10.0, 30.0))
     assert not waiter.acquire(timeout_ms=600)  # (a BLPOP's timeout ends on Redis's 100 ms tick)
-    if len(contender.servers) == 1:
-        pauses = [float(c[2]) for c in sent if isinstance(c, tuple) and c[0] == "BLPOP"]
+    if len(contender.servers) == 1:  # in line: the line orders the tries, not chance
+        blocks = [float(c[2]) for c in sent if isinstance(c, tuple) and c[0] == "BLPOP"]
+        assert len(blocks) >= 2
+        assert blocks[0] == 0.030, "in line, a waiter listens for the longest pause"
+        assert all(0.010 <= p <= 0.030 for p in blocks), "near the deadline: less, or not"
+        return
     full = pauses[:-1]  # the last pause may be cut short by the deadline
     assert len(full) >= 4
     assert all(0.010 <= p <= 0.030 for p in full)

@@ -9,15 +9,19 @@
 --   ARGV[1]  the value this holder wrote when it acquired the lock
 --   ARGV[2]  how long an unheard wake-up is kept, in ms (a place's lease)
 --   ARGV[3]  the prefix of the lock's other keys (as in take.lua)
---   ARGV[4]  "1" when a waiter gives up: it leaves its place first
--- Returns 1 if the key was ours (now gone or handed on),
+--   ARGV[4]  how long a note that this value was released is kept, in ms
+--   ARGV[5]  "1" when a waiter gives up: it leaves its place first
+-- Returns 1 if the key was ours (now gone or handed on), or if this value was
+--           released already by a request whose reply was lost;
 --         0 if it was absent or held by someone else.
-if ARGV[4] == "1" then
+if ARGV[5] == "1" then
     redis.call("DEL", ARGV[3] .. "waiter:" .. ARGV[1])
 end
+local note = ARGV[3] .. "released:" .. ARGV[1]
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-    return 0
+    return redis.call("EXISTS", note)
 end
+redis.call("SET", note, "1", "PX", ARGV[4])
 for _ = 1, 16 do
     local waiter = redis.call("LPOP", KEYS[2])
     if not waiter then
