@@ -829,7 +829,8 @@ class ServerSteps(LeaseState):
         """Tries until the deadline (errors a retry may fix kept in ``last_error``): a plain
         ``SET NX`` without ``blocking``, else in line. Whatever interrupts a try (an error,
         ``Ctrl-C``, a cancellation) deletes its value first; a waiter that gives up leaves
-        its place."""
+        its place, and so does one too near its deadline to listen for a wake-up (it polls
+        the time left), so that a release hands the key to a waiter that hears it."""
         give_up_at = self._give_up_at(blocking, timeout_ms)
         in_line = blocking and not self._cluster
         first = answered = True
