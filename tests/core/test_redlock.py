@@ -26,6 +26,7 @@ from lockguide import (
     ttl_for_validity,
     validity_ms,
 )
+from lockguide.redlock import Attempt
 from tests.support import Backend, record_requests
 
 KEY = "lock:test"
@@ -357,13 +358,34 @@ def test_an_extension_that_finishes_after_the_validity_does_not_count(
 # -- the context manager ----------------------------------------------------------------
 
 
-def test_context_manager_raises_no_quorum_with_the_counts(masters: list[redis.Redis]) -> None:
+def test_context_manager_raises_no_quorum_with_the_counts(
+    masters: list[redis.Redis], clock: SteppedClock
+) -> None:
+    """The counts are the last try's. The wait is over after the third try, on a clock that
+    moves only then: on the real clock the last try has only the few ms left before the
+    deadline, and a busy machine's late reply in them counted as a failed master."""
     hold_elsewhere(masters, 0, 1, 2)
+    tries: list[Attempt] = []
+
+    def on_attempt(attempt: Attempt) -> None:
+        tries.append(attempt)
+        if len(tries) == 3:
+            clock.advance_ms(1_000)
+
     with (
         pytest.raises(NoQuorum, match="did not run") as refused,
-        redlock(masters, KEY, ttl_ms=1_000, timeout_ms=50, retry_delay_ms=(5.0, 10.0)),
+        redlock(
+            masters,
+            KEY,
+            ttl_ms=1_000,
+            timeout_ms=1_000,
+            retry_delay_ms=(5.0, 10.0),
+            clock=clock,
+            on_attempt=on_attempt,
+        ),
     ):
         pytest.fail("the body must not run without the lock")
+    assert len(tries) == 3
     assert (refused.value.granted, refused.value.refused, refused.value.failed) == (2, 3, 0)
     assert refused.value.needed == 3
 

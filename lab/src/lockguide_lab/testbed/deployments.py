@@ -64,6 +64,13 @@ def _info(server: RedisServer, section: str) -> dict[str, Any]:
         return cast(dict[str, Any], admin.info(section))
 
 
+def _configure(server: RedisServer) -> None:
+    """What a deployment sets on each of its servers (again after a restart)."""
+    with server.admin() as admin:
+        # Redis 7 waits 5 s for more replicas before a diskless full sync.
+        admin.config_set("repl-diskless-sync-delay", 0)
+
+
 def _acknowledged(primary: RedisServer) -> bool:
     """A write on ``primary`` that a replica acknowledges within 500 ms (``WAIT``)."""
     with primary.admin() as admin, admin.pipeline(transaction=False) as pipe:
@@ -140,16 +147,17 @@ class SentinelDeployment:
         self._sentinels: list[Any] = []
         try:
             for server in self.servers:
-                with server.admin() as admin:
-                    # Redis 7 waits 5 s for more replicas before a diskless full sync.
-                    admin.config_set("repl-diskless-sync-delay", 0)
+                _configure(server)
             self._replicate(self.servers[1], self.servers[0])
             monitored = {service: self.servers[0], **self.solo}
             for i in range(3):
                 port = _free_port()
                 folder = base / f"sentinel-{i}"
                 folder.mkdir(parents=True, exist_ok=True)
+                # A log file: the executor's stdout is a pipe nobody reads, and a Sentinel
+                # that filled it (64 KB: some 30 failovers) hung in write().
                 lines = [f"port {port}", f"bind {LOOPBACK}", f"dir {folder}"]
+                lines += [f"logfile {folder / 'sentinel.log'}"]
                 for name, server in monitored.items():
                     lines += [
                         f"sentinel monitor {name} {server.host} {server.port} 2",
@@ -259,17 +267,41 @@ class SentinelDeployment:
                     return False
         return True
 
-    def heal(self) -> None:
-        """Every process running again, the crashed one a replica of the primary."""
+    def heal(self, timeout_s: float = 60.0) -> None:
+        """Every process running again, the crashed one a replica of the primary.
+
+        The Sentinels may fail over once more meanwhile (seen after a crash failover: the
+        just-promoted primary judged down, the restarted server promoted in its place), so
+        this waits for a state, not for one server: every other server a synced replica of
+        the primary that all the Sentinels name.
+        """
         for server in [*self.servers, *self.solo.values()]:
             server.thaw()
             if not server.running:
                 server.start()
+                _configure(server)  # a restarted process has lost its CONFIG SET
+        wait_until(self._healed, "the servers to replicate the named primary", timeout_s)
+        self.wait_ready(timeout_s)
+
+    def _healed(self) -> bool:
+        """One step towards healed: a server that replicates nothing, or another server than
+        the primary all the Sentinels name (and none thinks down), is told to replicate it;
+        true once each replicates it over a live link."""
         primary = self.primary()
+        if not self._all_name(primary) or _info(primary, "replication")["role"] != "master":
+            return False  # a failover is under way: leave the servers to the Sentinels
+        healed = True
         for server in self.servers:
-            if server is not primary:
-                self._replicate(server, primary)
-        self.wait_ready()
+            if server is primary:
+                continue
+            info = _info(server, "replication")
+            if info["role"] != "slave" or int(info["master_port"]) != primary.port:
+                with server.admin() as admin:
+                    admin.replicaof(primary.host, primary.port)
+                healed = False
+            elif info.get("master_link_status") != "up":
+                healed = False
+        return healed
 
     def stop(self) -> None:
         """Stop the Sentinels first (so they see no failure), then the servers."""
