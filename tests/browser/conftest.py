@@ -19,11 +19,13 @@ from tests.browser.harness import (
     CHROMIUM_ARGS,
     OPEN_SHADOW_ROOTS,
     SCREENSHOTS,
+    Opening,
     Visit,
     chromium_executable,
     chromium_installed,
     open_page,
     serve,
+    start_page,
 )
 from tests.browser.nav import NavPage, docs_dir, nav_pages
 from tests.browser.notebooks import CodeCell, expected_cells, start_executing, stop_executing
@@ -41,6 +43,7 @@ class Screen:
         self.context = context
         self.base_url = base_url
         self._visits: dict[str, Visit] = {}
+        self._ahead: dict[str, Opening] = {}
 
     def visit(self, nav: NavPage) -> Visit:
         """The page, opened on first use and kept open for the other checks."""
@@ -48,10 +51,19 @@ class Screen:
             self._visits[nav.url] = open_page(self.context, self.base_url, nav)
         return self._visits[nav.url]
 
-    def fresh(self, nav: NavPage) -> Page:
+    def fresh(self, nav: NavPage, *, then: NavPage | None = None) -> Page:
         """The page in a new tab of its own (for checks that click and type, or read the
-        page as it loads); no check reads its requests, so it waits for no quiet time."""
-        return open_page(self.context, self.base_url, nav, network_idle=False).page
+        page as it loads); no check reads its requests, so it waits for no quiet time.
+
+        ``then``: the page the next such check will ask for, which starts loading in a
+        tab of its own as this one is returned (while this check runs), for that check.
+        """
+        ahead = self._ahead.pop(nav.url, None)
+        opening = ahead or start_page(self.context, self.base_url, nav)
+        page = opening.settled(network_idle=False).page
+        if then is not None and then.url not in self._ahead:
+            self._ahead[then.url] = start_page(self.context, self.base_url, then)
+        return page
 
 
 @pytest.fixture(scope="session", autouse=True)

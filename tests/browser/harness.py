@@ -31,7 +31,14 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route
+from playwright.sync_api import (
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Request,
+    Response,
+    Route,
+)
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.nav import NavPage
@@ -182,6 +189,36 @@ def open_page(
     500 ms without a request; without it, until each request the page has started is
     answered (for checks of the page itself, which need no quiet half-second each).
     """
+    return start_page(context, base_url, nav).settled(network_idle=network_idle)
+
+
+@dataclass
+class Opening:
+    """A page whose loading has begun (:func:`start_page`) and goes on in the browser
+    while the test does something else; :meth:`settled` waits for the rest."""
+
+    visit: Visit
+    pending: set[Request]
+    response: Response | None
+
+    def settled(self, *, network_idle: bool = True) -> Visit:
+        """The page once loaded and settled, as :func:`open_page` describes."""
+        visit, page = self.visit, self.visit.page
+        page.wait_for_load_state("load")
+        if self.response is None or self.response.status != 200:
+            status = self.response.status if self.response else "none"
+            visit.failed_requests.append(f"{visit.url}: {status}")
+        if network_idle:
+            page.wait_for_load_state("networkidle")
+        else:
+            wait_for_answers(page, self.pending)
+        settle_mermaid(page)
+        return visit
+
+
+def start_page(context: BrowserContext, base_url: str, nav: NavPage) -> Opening:
+    """Open ``nav`` in a new tab, recording what goes wrong, and return once the browser
+    has its document (Playwright's ``commit``), with the page still loading."""
     page = context.new_page()
     visit = Visit(nav=nav, url=base_url + nav.url, page=page)
     pending: set[Request] = set()
@@ -219,15 +256,8 @@ def open_page(
     page.on("requestfailed", lambda request: pending.discard(request))
     page.on("requestfinished", lambda request: pending.discard(request))
 
-    response = page.goto(visit.url, wait_until="load")
-    if response is None or response.status != 200:
-        visit.failed_requests.append(f"{visit.url}: {response.status if response else 'none'}")
-    if network_idle:
-        page.wait_for_load_state("networkidle")
-    else:
-        wait_for_answers(page, pending)
-    settle_mermaid(page)
-    return visit
+    response = page.goto(visit.url, wait_until="commit")
+    return Opening(visit, pending, response)
 
 
 def wait_for_answers(page: Page, pending: set[Request], timeout_ms: float = 15_000) -> None:

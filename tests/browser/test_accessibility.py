@@ -34,7 +34,8 @@ SCHEMES = {"light": "default", "dark": "slate"}  # reader's system -> Material's
 def test_page_has_no_serious_accessibility_findings(
     nav: NavPage, scheme: str, palettes: dict[str, Screen]
 ) -> None:
-    page = palettes[scheme].fresh(nav)
+    following = PAGES[PAGES.index(nav) + 1 :]  # loaded while this page is checked
+    page = palettes[scheme].fresh(nav, then=following[0] if following else None)
     try:
         shown = page.evaluate("() => document.body.getAttribute('data-md-color-scheme')")
         assert shown == SCHEMES[scheme], (

@@ -136,17 +136,27 @@ def test_notebook_page_shows_the_outputs_of_its_cells(
 # --- Copy buttons --------------------------------------------------------------------
 
 
-def clipboard_after_click(page: Page, button: Locator) -> str:
-    """Empty the clipboard, click ``button``, and return what the clipboard then holds."""
-    page.evaluate("navigator.clipboard.writeText('')")
+# What the clipboard holds once a click has written it (it is emptied before each click),
+# with the confirmation dialog's text at that moment; it then empties the clipboard for the
+# next click. Polled until the clipboard is written.
+CLIPBOARD_WRITTEN = """
+async () => {
+  const text = await navigator.clipboard.readText();
+  if (text === "") return false;
+  const dialog = document.querySelector(".md-dialog__inner");
+  await navigator.clipboard.writeText("");
+  return { text, dialog: dialog ? dialog.textContent : null };
+}
+"""
+
+
+def clipboard_after_click(page: Page, button: Locator) -> tuple[str, str | None]:
+    """Click ``button`` with the clipboard empty; return what the clipboard then holds and
+    the text of Material's confirmation dialog (``None``: no dialog). The clipboard is left
+    empty again."""
     button.click()
-    # Waits until the clipboard is written, and returns what it then holds.
-    written = page.wait_for_function(
-        "async () => { const text = await navigator.clipboard.readText(); "
-        "return text !== '' && text; }",
-        timeout=5_000,
-    )
-    return str(written.json_value())
+    written = page.wait_for_function(CLIPBOARD_WRITTEN, timeout=5_000).json_value()
+    return str(written["text"]), written["dialog"]
 
 
 def same_code(a: str, b: str) -> bool:
@@ -156,68 +166,80 @@ def same_code(a: str, b: str) -> bool:
     ]
 
 
-# The text a reader sees in a Markdown code block, without Material's annotation markers.
-VISIBLE_CODE = """
-(selector) => {
-  const code = document.querySelector(selector).cloneNode(true);
-  code.querySelectorAll(".md-annotation").forEach((a) => a.remove());
-  return code.textContent;
-}
-"""
-
-
-# What a reader clicks to see a code block: the label of each content tab it sits in
-# (outermost first). Collapsed <details> around it are opened.
-TABS_TO_SHOW = """
-(selector) => {
-  const labels = [];
-  for (let node = document.querySelector(selector); node; node = node.parentElement) {
-    if (node.tagName === "DETAILS") node.open = true;
-    if (node.classList.contains("tabbed-block")) {
-      const index = [...node.parentElement.children].indexOf(node);
-      const radio = node.closest(".tabbed-set").querySelectorAll(":scope > input")[index];
-      labels.unshift(`label[for="${radio.id}"]`);
-    }
-  }
-  return labels;
+# Every Markdown code block's copy button, read in one pass: the block it copies, the text
+# a reader sees in that block (without Material's annotation markers), and what a reader
+# clicks to see it: the label of each content tab it sits in, outermost first (collapsed
+# <details> around it are opened). With the number of code blocks, to match the buttons.
+CODE_BLOCKS = """
+() => {
+  const buttons = [...document.querySelectorAll('.md-content pre button[data-md-type="copy"]')];
+  return {
+    blocks: document.querySelectorAll(".md-content pre:not(.mermaid) > code").length,
+    buttons: buttons.map((button) => {
+      const target = button.getAttribute("data-clipboard-target") || "";
+      const labels = [];
+      for (let node = document.querySelector(target); node; node = node.parentElement) {
+        if (node.tagName === "DETAILS") node.open = true;
+        if (node.classList.contains("tabbed-block")) {
+          const index = [...node.parentElement.children].indexOf(node);
+          const radio = node.closest(".tabbed-set").querySelectorAll(":scope > input")[index];
+          labels.unshift(`label[for="${radio.id}"]`);
+        }
+      }
+      const code = document.querySelector(target).cloneNode(true);
+      code.querySelectorAll(".md-annotation").forEach((a) => a.remove());
+      return { target, labels, expected: code.textContent };
+    }),
+  };
 }
 """
 
 
 def check_markdown_code_blocks(nav: NavPage, page: Page) -> tuple[int, list[str]]:
     failures = []
-    blocks = page.locator(".md-content pre:not(.mermaid) > code").count()
+    found = page.evaluate(CODE_BLOCKS)
+    blocks, listed = found["blocks"], found["buttons"]
+    if len(listed) != blocks:
+        failures.append(f"{nav.src}: {blocks} code blocks but {len(listed)} copy buttons")
     buttons = page.locator('.md-content pre button[data-md-type="copy"]')
-    if buttons.count() != blocks:
-        failures.append(f"{nav.src}: {blocks} code blocks but {buttons.count()} copy buttons")
-    for i in range(buttons.count()):
-        button = buttons.nth(i)
-        target = button.get_attribute("data-clipboard-target") or ""
-        for label in page.evaluate(TABS_TO_SHOW, target):
+    for i, block in enumerate(listed):
+        target = block["target"]
+        for label in block["labels"]:
             page.locator(label).click()
-        expected: str = page.evaluate(VISIBLE_CODE, target)
-        copied = clipboard_after_click(page, button)
-        if not same_code(copied, expected):
+        copied, dialog = clipboard_after_click(page, buttons.nth(i))
+        if not same_code(copied, block["expected"]):
             failures.append(f"{nav.src}: copy button of {target} copied {copied[:80]!r}")
-        dialog = page.locator(".md-dialog__inner")
-        if "copied" not in (dialog.text_content() or "").lower():
+        if "copied" not in (dialog or "").lower():
             failures.append(f"{nav.src}: no 'Copied' confirmation after copying {target}")
     return blocks, failures
+
+
+# Whether each notebook code cell (by id, or by position among the innermost code cells)
+# has exactly one copy button.
+CELL_BUTTONS = """
+(cells) => {
+  const all = document.querySelectorAll(".jp-CodeCell");
+  return cells.map(({ id, index }) => {
+    const el = id ? document.querySelector(`[id="cell-id=${id}"]`) : all[index];
+    return el ? el.querySelectorAll("clipboard-copy").length : 0;
+  });
+}
+"""
 
 
 def check_notebook_cells(
     nav: NavPage, page: Page, cells: tuple[CodeCell, ...]
 ) -> tuple[int, list[str]]:
     failures = []
-    for cell in cells:
-        where = f'[id="cell-id={cell.cell_id}"]' if cell.cell_id else ".jp-CodeCell"
-        element = page.locator(where).nth(0 if cell.cell_id else cell.index)
-        button = element.locator("clipboard-copy")
-        if button.count() != 1:
+    counts = page.evaluate(CELL_BUTTONS, [{"id": c.cell_id, "index": c.index} for c in cells])
+    for cell, count in zip(cells, counts, strict=True):
+        if count != 1:
             failures.append(f"{nav.src} cell {cell.index + 1}: no copy button")
             continue
+        where = f'[id="cell-id={cell.cell_id}"]' if cell.cell_id else ".jp-CodeCell"
+        element = page.locator(where).nth(0 if cell.cell_id else cell.index)
         element.hover()
-        copied = clipboard_after_click(page, button)
+        copied, _ = clipboard_after_click(page, element.locator("clipboard-copy"))
         if not same_code(copied, cell.source):
             failures.append(f"{nav.src} cell {cell.index + 1}: copied {copied[:80]!r}")
     return len(cells), failures
@@ -230,6 +252,7 @@ def test_code_blocks_copy_exactly_their_code_to_the_clipboard(
     for nav in PAGES:
         page = desktop.visit(nav).page
         page.bring_to_front()  # the clipboard answers the focused tab only
+        page.evaluate("navigator.clipboard.writeText('')")  # each read empties it again
         if nav.is_notebook:
             blocks, problems = check_notebook_cells(nav, page, notebook_cells(docs_dir() / nav.src))
         else:

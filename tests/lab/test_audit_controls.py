@@ -17,29 +17,59 @@ rule) takes every row of every variant, minutes more: it runs with
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
 from lockguide_lab.audit import CHECKS, Report, Server, Status, audit_all, audit_on
 from lockguide_lab.audit.checks import timing
+from lockguide_lab.audit.run import AT_ONCE
 from lockguide_lab.audit.servers import server_at
+from lockguide_lab.testbed import RedisServer
 from tests.lab.full_audit import full_audit
-from tests.support import start_redis_server
+from tests.support import start_redis_servers
 
 pytestmark = pytest.mark.real_redis
 
 CONTROLS = "tests.lab.audit_controls"
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
-    started = [start_redis_server(tmp_path_factory.mktemp(f"control-{i}")) for i in range(5)]
-    yield [server_at(f"master-{i}", *s.address) for i, s in enumerate(started)]
-    for server in started:
-        server.stop()
+def five(tmp_path_factory: pytest.TempPathFactory, name: str) -> list[RedisServer]:
+    return start_redis_servers(tmp_path_factory.mktemp(name), 5)
+
+
+def at(started: list[RedisServer]) -> list[Server]:
+    return [server_at(f"master-{i}", *s.address) for i, s in enumerate(started)]
 
 
 _reports: dict[tuple[str, str | None], Report] = {}
+#: The broken variants' audits of the rows that only wait (``AT_ONCE``: a contended
+#: acquire left to its own deadline, where a broken variant waits the audit's whole limit,
+#: 20 s, and loads nothing), begun in the background by ``servers`` on servers of their
+#: own (the audit empties its servers between rows), while the other tests run.
+_waiting: dict[str, Future[list[Report]]] = {}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    started = five(tmp_path_factory, "control")
+    rows = [row for row in AT_ONCE if any(r == row for *_, r in BROKEN)]
+    aside = five(tmp_path_factory, "control-waiting") if rows else []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for row in rows:
+            names = [b for b, _, r in BROKEN if r == row]
+            _waiting[row] = pool.submit(audit_broken, names, at(aside), row)
+        yield at(started)
+        _waiting.clear()  # (the pool waits for an audit that no test read)
+    for server in [*started, *aside]:
+        server.stop()
+
+
+def audit_broken(names: list[str], servers: list[Server], row: str) -> list[Report]:
+    """The audit of the broken variants ``names`` on their own ``row``."""
+    return audit_all(
+        [f"{CONTROLS}:{n}" for n in names], servers, backend="redis-server", checks=[row]
+    )
 
 
 def run(servers: list[Server], name: str, row: str | None = None) -> Report:
@@ -47,16 +77,20 @@ def run(servers: list[Server], name: str, row: str | None = None) -> Report:
 
     The first call for every row audits every control the tests read that way
     (together, so that their wait rows wait at the same time); the first call for a
-    row audits every broken variant of that row.
+    row audits every broken variant of that row (begun in the background by ``servers``
+    for a row that only waits).
     """
     if (name, row) not in _reports:
         names = AUDITED if row is None else [b for b, _, r in BROKEN if r == row]
-        found = audit_all(
-            [f"{CONTROLS}:{n}" for n in names],
-            servers,
-            backend="redis-server",
-            checks=None if row is None else [row],
-        )
+        if row is not None and row in _waiting:
+            found = _waiting.pop(row).result()
+        else:
+            found = audit_all(
+                [f"{CONTROLS}:{n}" for n in names],
+                servers,
+                backend="redis-server",
+                checks=None if row is None else [row],
+            )
         _reports.update(((n, row), report) for n, report in zip(names, found, strict=True))
     return _reports[name, row]
 
