@@ -22,7 +22,7 @@ from lockguide_lab.testbed.consensus import (
     zookeeper_classpath,
 )
 from lockguide_lab.testbed.deployments import ClusterDeployment, SentinelDeployment
-from tests.sitebuild import Building, SiteBuild, build_site, site_dir_for_session, start_build
+from tests.sitebuild import SiteBuild, build_site, site_dir_for_session
 from tests.support import (
     MASTER_PORTS,
     Backend,
@@ -179,34 +179,10 @@ def r(backend: Backend) -> Iterator[redis.Redis]:
     client.close()
 
 
-#: The build's priority below the tests' (``nice``): it takes what CPU they leave.
-SITE_BUILD_NICE = 10
-
-
-@pytest.fixture(scope="session", autouse=True)
-def site_building(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Building | None]:
-    """Start the session's strict site build as the session begins, if a collected test
-    reads it (``built_site``), so that it runs while the tests before that one do."""
-    wanted = any("built_site" in getattr(i, "fixturenames", ()) for i in request.session.items)
-    building = None
-    if wanted:
-        default = tmp_path_factory.mktemp("site-build") / "site"
-        building = start_build(site_dir_for_session(default), nice=SITE_BUILD_NICE)
-    yield building
-    if building is not None:
-        building.stop()
-
-
 @pytest.fixture(scope="session")
-def built_site(
-    site_building: Building | None, tmp_path_factory: pytest.TempPathFactory
-) -> SiteBuild:
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> SiteBuild:
     """The site, built once per session (``mkdocs build --strict``); see tests/sitebuild.py."""
-    if site_building is None:  # (a test that asks for it by name, not collected as needing it)
-        return build_site(site_dir_for_session(tmp_path_factory.mktemp("site-build") / "site"))
-    return site_building.result()
+    return build_site(site_dir_for_session(tmp_path_factory.mktemp("site-build") / "site"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -55,52 +55,18 @@ def site_dir_for_session(default: Path) -> Path:
     return Path(configured).resolve() if configured else default
 
 
-@dataclass
-class Building:
-    """A build under way in a child process (:func:`start_build`)."""
-
-    process: subprocess.Popen[bytes]
-    site_dir: Path
-    site_url: str
-    log: Path
-
-    def result(self, timeout: float = 600) -> SiteBuild:
-        """Wait for the build to end; what it wrote and what it said."""
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise
-        said = self.log.read_text("utf-8", errors="replace")
-        return SiteBuild(self.site_dir, self.process.returncode, said, self.site_url)
-
-    def stop(self) -> None:
-        """End the build if it still runs (a session that ends before reading it)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
-def start_build(site_dir: Path, *, nice: int = 0) -> Building:
-    """Start building the site from the repository's ``mkdocs.yml`` into ``site_dir``
-    (emptied first), in a child process (``nice``: its lower priority, and its kernels')."""
-    if site_dir.exists():
-        shutil.rmtree(site_dir)
-    site_dir.parent.mkdir(parents=True, exist_ok=True)
-    site_url = os.environ.get(SITE_URL_ENV) or SUBPATH_SITE_URL
-    log = site_dir.parent / f"{site_dir.name}-build.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "NO_MKDOCS_2_WARNING": "1", SITE_URL_ENV: site_url},
-            preexec_fn=(lambda: os.nice(nice)) if nice else None,
-        )
-    return Building(process, site_dir, site_url, log)
-
-
 def build_site(site_dir: Path) -> SiteBuild:
     """Build the site from the repository's ``mkdocs.yml`` into ``site_dir`` (emptied first)."""
-    return start_build(site_dir).result()
+    if site_dir.exists():
+        shutil.rmtree(site_dir)
+    site_url = os.environ.get(SITE_URL_ENV) or SUBPATH_SITE_URL
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", SITE_URL_ENV: site_url},
+    )
+    return SiteBuild(site_dir, result.returncode, result.stdout + result.stderr, site_url)
