@@ -271,6 +271,12 @@ class Scenario:
                 resource = self.script(run, chosen)
             return run.finish(resource)
 
+    def premise_held(self, timeline: Timeline, way: Way | str) -> bool:
+        """Whether ``timeline`` is a run of the story this scenario tells. Always, unless
+        the story needs real-time conditions a busy machine can break (then such a run
+        says nothing either way, and is worth running again)."""
+        return True
+
     def both(self, testbed: Testbed) -> tuple[Timeline, Timeline]:
         """The broken run, then the fixed run."""
         return self.run(testbed, Way.BROKEN), self.run(testbed, Way.FIXED)
