@@ -630,9 +630,13 @@ class LeaseState:
             return pause
         return max(0.0, min(pause, give_up_at - self._clock()))
 
+    def _usable_until(self, started: float) -> float:
+        """When a lease granted by a request sent at ``started`` stops being usable."""
+        return started + self._usable_ms / 1000.0
+
     def _won(self, value: str, started: float) -> None:
         self._value, self._pid = value, os.getpid()
-        self._deadline = started + self._usable_ms / 1000.0
+        self._deadline = self._usable_until(started)
         self._owners = [] if self._owner == "process" else [self._holder()]
 
     def _check_owner(self, action: str) -> str:
@@ -844,7 +848,7 @@ class ServerSteps(LeaseState):
             try:
                 reply = yield from self._grant(value, budget, in_line)
                 granted, answered = self._granted(reply), True
-                if granted and self._clock() < started + self._usable_ms / 1000.0:
+                if granted and self._clock() < self._usable_until(started):
                     self._won(value, started)
                     return True
             except Exception as error:
@@ -894,7 +898,7 @@ class ServerSteps(LeaseState):
                 continue
             # The key was handed to this waiter with its lease, after its last try ran:
             # the lease counts from that try's start, as if that try had been granted.
-            if self._clock() < started + self._usable_ms / 1000.0:
+            if self._clock() < self._usable_until(started):
                 self._granted(woken[-1])
                 self._won(value, started)
                 return True
@@ -918,7 +922,7 @@ class ServerSteps(LeaseState):
         except BaseException:
             yield from self._discard(value, self._request_s)
             raise
-        if reply != 1 or self._clock() >= started + self._usable_ms / 1000.0:
+        if reply != 1 or self._clock() >= self._usable_until(started):
             return False
         self._granted(token)
         self._won(value, started)

@@ -225,7 +225,7 @@ class EtcdLock(ConsensusLease):
                 if grant is not None:
                     lease, token = grant
                     started = asked[lease]
-                    if self._clock() < started + self._usable_ms / 1000:
+                    if self._clock() < self._usable_until(started):
                         self._won_token(str(lease), token, started)
                         won = lease
                         self._start_keep_alive()
