@@ -58,17 +58,20 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
     with ThreadPoolExecutor(max_workers=1) as pool:
         for row in rows:
             names = [b for b, _, r in BROKEN if r == row]
-            _waiting[row] = pool.submit(audit_broken, names, at(aside), row)
+            _waiting[row] = pool.submit(audit, names, at(aside), row)
         yield at(started)
         _waiting.clear()  # (the pool waits for an audit that no test read)
     for server in [*started, *aside]:
         server.stop()
 
 
-def audit_broken(names: list[str], servers: list[Server], row: str) -> list[Report]:
-    """The audit of the broken variants ``names`` on their own ``row``."""
+def audit(names: list[str], servers: list[Server], row: str | None) -> list[Report]:
+    """The audit of the controls ``names``: on every row (``None``), or on ``row`` alone."""
     return audit_all(
-        [f"{CONTROLS}:{n}" for n in names], servers, backend="redis-server", checks=[row]
+        [f"{CONTROLS}:{n}" for n in names],
+        servers,
+        backend="redis-server",
+        checks=None if row is None else [row],
     )
 
 
@@ -85,12 +88,7 @@ def run(servers: list[Server], name: str, row: str | None = None) -> Report:
         if row is not None and row in _waiting:
             found = _waiting.pop(row).result()
         else:
-            found = audit_all(
-                [f"{CONTROLS}:{n}" for n in names],
-                servers,
-                backend="redis-server",
-                checks=None if row is None else [row],
-            )
+            found = audit(names, servers, row)
         _reports.update(((n, row), report) for n, report in zip(names, found, strict=True))
     return _reports[name, row]
 
