@@ -465,9 +465,13 @@ def run_one(library: Library, server: Server, workers: int, plan: Plan) -> Resul
     return run_threads(library, server, workers, key, plan)
 
 
-def hold_alone(seconds: float) -> tuple[float, float]:
+def hold_alone(seconds: float, server: Server) -> tuple[float, float, float]:
     """Holds per second with no lock at all, ``time.sleep`` and ``asyncio.sleep``: the ceiling
-    this machine sets on any row (sleeps overshoot, the event loop adds its own turn).
+    this machine sets on any row (sleeps overshoot, the event loop adds its own turn). The
+    third: ``asyncio.sleep`` while another task makes two round trips to the server, as the
+    releaser of a contended lock does when it asks again and then waits. The loop wakes for
+    their replies and sets its next timeout in whole milliseconds, rounded up (epoll), so the
+    hold overshoots more: the ceiling of an asyncio row with waiters.
     """
 
     def count(sleep: Callable[[], object]) -> float:
@@ -477,14 +481,24 @@ def hold_alone(seconds: float) -> tuple[float, float]:
             n += 1
         return n / (clock() - began)
 
-    async def count_async() -> float:
+    async def count_async(trips: int) -> float:
+        client = redis.asyncio.Redis(host=server.host, port=server.port)
+
+        async def neighbour() -> None:
+            for _ in range(trips):
+                await client.ping()
+
         began, n = clock(), 0
         while clock() - began < seconds:
+            beside = asyncio.ensure_future(neighbour())
             await asyncio.sleep(HOLD_S)
+            await beside
             n += 1
+        await client.aclose()
         return n / (clock() - began)
 
-    return count(lambda: time.sleep(HOLD_S)), asyncio.run(count_async())
+    threads = count(lambda: time.sleep(HOLD_S))
+    return threads, asyncio.run(count_async(0)), asyncio.run(count_async(2))
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -689,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         "per worker per second"
     )
     alone: dict[str, float] = {}
-    threads = tasks = math.nan
+    threads = tasks = beside = math.nan
     by_w: dict[int, list[Result]] = {}
     plan = Plan(args.warmup, args.seconds, args.drain)
     with one_server() as server:
@@ -698,11 +712,12 @@ def main(argv: list[str] | None = None) -> int:
             solo = Plan(args.warmup, args.alone_seconds, args.drain)
             for library in libraries:
                 alone[library.name] = run_one(library, server, 1, solo).grants_per_s
-            threads, tasks = hold_alone(args.alone_seconds)
+            threads, tasks, beside = hold_alone(args.alone_seconds, server)
             print()
             print(
                 f"the hold alone, no lock: time.sleep {threads:.0f}/s, asyncio.sleep {tasks:.0f}/s "
-                "(the most any row can reach on this machine)"
+                "(the most any row can reach on this machine); asyncio.sleep while another task "
+                f"makes two round trips {beside:.0f}/s (the most an asyncio row with waiters can)"
             )
             print("uncontended, one worker alone (hold 5 ms + the lock's acquire and release):")
             for library in libraries:
@@ -734,7 +749,11 @@ def main(argv: list[str] | None = None) -> int:
                     "ideal_grants_per_s": IDEAL,
                     "settings": {library.name: library.settings for library in libraries},
                     "alone_grants_per_s": alone,
-                    "hold_alone_per_s": {"time.sleep": threads, "asyncio.sleep": tasks},
+                    "hold_alone_per_s": {
+                        "time.sleep": threads,
+                        "asyncio.sleep": tasks,
+                        "asyncio.sleep, two round trips beside": beside,
+                    },
                     "runs": [asdict(r) for results in by_w.values() for r in results],
                     "targets": [asdict(v) for v in found],
                 },

@@ -58,9 +58,13 @@ async def _quietly(work: Awaitable[Any]) -> None:
         await work
 
 
-async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+async def _talk(
+    where: Any, commands: tuple[tuple[Any, ...], ...], *, fan_out: bool = False
+) -> list[Any]:
     """The replies to ``commands`` on a connection of ``where`` (a pool or a cluster node),
     error replies among them. A connection whose reply did not come is closed, never read.
+    ``fan_out``: yield once after writing, so a Redlock's other masters get theirs before a
+    reply is read (a Lock skips that turn of the loop: it is on every hand-over's path).
     """
     pooled = isinstance(where, redis.asyncio.ConnectionPool)
     conn = await where.get_connection() if pooled else where.acquire_connection()
@@ -68,7 +72,8 @@ async def _talk(where: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
     try:
         for command in commands:  # all written before any reply is read
             await conn.send_command(*command, check_health=False)
-        await asyncio.sleep(0)  # a Redlock's other masters get theirs before a reply is read
+        if fan_out:
+            await asyncio.sleep(0)
         for _ in commands:
             try:
                 replies.append(await conn.read_response())
@@ -310,7 +315,7 @@ class Redlock(RedlockSteps, AsyncLease):
 
         async def one(pool: redis.asyncio.ConnectionPool) -> Any:
             try:
-                return core.answer(await _talk(pool, effect.commands))
+                return core.answer(await _talk(pool, effect.commands, fan_out=True))
             except (rx.RedisError, OSError) as error:
                 return error
 
