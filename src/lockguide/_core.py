@@ -197,19 +197,25 @@ return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 TAKE = LuaScript("""\
 local held = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2], "GET")
 if not held then
-    if KEYS[3] then
-        return redis.call("INCR", KEYS[3])
+    if KEYS[2] then
+        return redis.call("INCR", KEYS[2])
     end
     return 1
 end
 if held == ARGV[1] then
     redis.call("PEXPIRE", KEYS[1], ARGV[2])
-    return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
+    if KEYS[2] then
+        return tonumber(redis.call("GET", ARGV[4] .. "token:" .. ARGV[1]) or "1")
+    end
+    return 1
+end
+if ARGV[3] == "0" then
+    return 0
 end
 local place = ARGV[4] .. "waiter:" .. ARGV[1]
-local needs = ARGV[2] .. " " .. (KEYS[3] or "")
+local needs = ARGV[2] .. " " .. (KEYS[2] or "")
 if not redis.call("SET", place, needs, "PX", ARGV[3], "GET") then
-    redis.call("RPUSH", KEYS[2], ARGV[1])
+    redis.call("RPUSH", ARGV[4] .. "line", ARGV[1])
 end
 return 0
 """)
@@ -224,7 +230,7 @@ if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 end
 redis.call("SET", note, "1", "PX", ARGV[4])
 for _ = 1, 16 do
-    local waiter = redis.call("LPOP", KEYS[2])
+    local waiter = redis.call("LPOP", ARGV[3] .. "line")
     if not waiter then
         break
     end
@@ -236,10 +242,10 @@ for _ = 1, 16 do
             token = redis.call("INCR", counter)
             redis.call("SET", ARGV[3] .. "token:" .. waiter, token, "PX", ARGV[2])
         end
-        redis.call("SET", KEYS[1], waiter, "PX", lease)
         local wake = ARGV[3] .. "wake:" .. waiter
         redis.call("RPUSH", wake, token)
         redis.call("PEXPIRE", wake, ARGV[2])
+        redis.call("SET", KEYS[1], waiter, "PX", lease)
         return 1
     end
 end
@@ -324,6 +330,15 @@ def retryable(error: BaseException) -> bool:
     if isinstance(error, _RETRYABLE_TYPES):
         return True
     return isinstance(error, rx.ResponseError) and str(error).split(" ", 1)[0] in RETRYABLE_REPLIES
+
+
+def slot_moving(error: BaseException) -> bool:
+    """Whether a Redis Cluster slot being migrated refused a command of the line: not all
+    its keys on this node (``TRYAGAIN``), a redirection, or a script reaching a key that is
+    elsewhere now. The plain command on the lock key alone follows the migration."""
+    if isinstance(error, rx.TryAgainError | rx.AskError | rx.MovedError):
+        return True
+    return isinstance(error, rx.ResponseError) and "non local key" in str(error)
 
 
 def check_client_of(kind: type[T], label: str, client: object, name: str = "client") -> T:
@@ -698,7 +713,7 @@ class LeaseState:
 class ServerSteps(LeaseState):
     """The steps of a lock on one Redis server (a Sentinel master, a Cluster's slot).
 
-    Waiting in line (not on a Cluster: see :meth:`_hand_off`). A blocking acquire's tries run
+    Waiting in line (on a Cluster too: see :meth:`_grant`). A blocking acquire's tries run
     ``scripts/take.lua``: ``SET NX`` and, when refused, a place in line (a list, oldest
     first; each place a key with a lease of its own, renewed by every try, so a crashed
     waiter drops out). Between tries the waiter blocks on its wake-up list (``BLPOP``) for
@@ -775,15 +790,26 @@ class ServerSteps(LeaseState):
         return reply
 
     def _grant(self, value: str, budget: float, in_line: bool) -> Steps[Any]:
-        """One try's request: ``take.lua`` in line, else the plain grant; then ``WAIT``."""
+        """One try's request: ``take.lua`` in line, else the plain grant; then ``WAIT``.
+        On a Cluster slot being migrated, a place in line refused makes it ``take.lua``
+        without a place, in the time left: the key alone, which redirections reach."""
         then = self._wait_for_replicas(budget)
+        script: LuaScript | None
         if in_line:
-            keys = (self._key, self._line, *self._counter)
-            args = (value, self._ttl_ms, self._place_ms, self._prefix)
-            steps = run_script(TAKE, TAKE.command(keys, args), budget, then=then)
+            keys, args = (self._key, *self._counter), [value, self._ttl_ms, self._place_ms]
+            began = self._clock()
+            try:
+                command = TAKE.command(keys, (*args, self._prefix))
+                steps = run_script(TAKE, command, budget, self._cluster, then)
+                return (yield from self._acked("acquire", steps, self._granted, then))
+            except rx.ResponseError as error:
+                if not (self._cluster and slot_moving(error)):
+                    raise
+            budget = max(0.001, budget - (self._clock() - began))
+            script, command = TAKE, TAKE.command(keys, (*args[:2], 0, self._prefix))
         else:
             script, command = self._grant_command(value)
-            steps = run_script(script, command, budget, self._cluster, then)
+        steps = run_script(script, command, budget, self._cluster, then)
         return (yield from self._acked("acquire", steps, self._granted, then))
 
     def _renew(self, action: str, value: str, ttl_ms: int) -> Steps[Any]:
@@ -794,9 +820,8 @@ class ServerSteps(LeaseState):
         return (yield from self._acked(action, steps, lambda reply: reply == 1, then))
 
     def _init_line(self) -> None:
-        """The keys of the line, in the lock key's slot, and how long a place lasts."""
-        self._line = beside(self._key, "line")
-        self._prefix = beside(self._key, "")  # places, wake-ups, notes: in the key's slot
+        """Where the line's keys go (in the lock key's slot), how long a place lasts."""
+        self._prefix = beside(self._key, "")  # the line, places, wake-ups, notes, tokens
         # A place's lease, and how long an unheard wake-up is kept: three of the longest
         # retry pauses and three late BLPOPs, so a waiter keeps its place between tries.
         self._place_ms = int(3 * (self._retry_delay_ms[1] + LATE_S * 1000))
@@ -819,15 +844,18 @@ class ServerSteps(LeaseState):
         """Compare-and-delete ``value``, handing the key to the oldest live waiter (and, if
         ``leaving``, first giving up ``value``'s own place in line).
 
-        On a Redis Cluster there is no line: a slot being migrated refuses scripts whose keys
-        are not all on one node (``TRYAGAIN``), so a Cluster lock waits by random retry alone,
-        and releases with the plain compare-and-delete.
+        On a Redis Cluster slot being migrated, a refused hand-over (a key of the line not on
+        this node) wrote nothing to the lock key: the plain compare-and-delete releases it.
         """
-        if self._cluster:
-            return self._script(RELEASE, timeout_s, value)
         note_ms = max(int(2000 * self._request_s), self._place_ms)
         args = (value, self._place_ms, self._prefix, note_ms, "1" if leaving else "0")
-        return run_script(HAND_OFF, HAND_OFF.command((self._key, self._line), args), timeout_s)
+        command = HAND_OFF.command((self._key,), args)
+        try:
+            return (yield from run_script(HAND_OFF, command, timeout_s, self._cluster))
+        except rx.ResponseError as error:
+            if not (self._cluster and slot_moving(error)):
+                raise
+        return (yield from self._script(RELEASE, timeout_s, value))
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         """Tries until the deadline (errors a retry may fix kept in ``last_error``): a plain
@@ -836,7 +864,7 @@ class ServerSteps(LeaseState):
         its place, and so does one too near its deadline to listen for a wake-up (it polls
         the time left), so that a release hands the key to a waiter that hears it."""
         give_up_at = self._give_up_at(blocking, timeout_ms)
-        in_line = blocking and not self._cluster
+        in_line = blocking
         first = answered = True
         value = self._new_value()
         while True:

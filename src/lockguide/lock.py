@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import redis
+import redis.asyncio
 from redis import exceptions as rx
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
@@ -37,6 +38,7 @@ from ._core import (
     call,
     drive,
     retryable,
+    slot_moving,
 )
 
 if TYPE_CHECKING:
@@ -48,13 +50,22 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 # -- the thin adapter over redis-py: the locks' pools, and who may wait on a wake-up ----------
 
 
+def _pool_size(client: Any) -> int | None:
+    """How many connections ``client`` may open to one server (on a Cluster: to each node)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is None and isinstance(client, RedisCluster | redis.asyncio.RedisCluster):
+        node = client.get_default_node()
+        pool = getattr(getattr(node, "redis_connection", None), "connection_pool", node)
+    return getattr(pool, "max_connections", None)
+
+
 class WaitingRoom:
     """How many requests on one client may block on a wake-up at once: half its pool's
-    connections (none of a pool of one), so waiters never hold the connection a holder needs
-    to release or renew; the others sleep their retry delay instead."""
+    connections (none of a pool of one; on a Cluster, of each node's), so waiters never hold
+    the connection a holder needs to release or renew; the others sleep their retry delay."""
 
     def __init__(self, client: Any) -> None:
-        size = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+        size = _pool_size(client)
         self.seats = (2**31 if size is None else size) // 2
         self.taken = 0
         self._mutex = threading.Lock()
@@ -321,8 +332,8 @@ class Driven(Lease):
             try:
                 return self._perform(effect.blpop(self._request_s))
             except (rx.RedisError, OSError) as error:
-                if not retryable(error):  # a missing permission: say so, as a SET would
-                    raise
+                if not (retryable(error) or slot_moving(error)):  # a missing permission:
+                    raise  # say so, as a SET would
             finally:
                 room.leave()
         time.sleep(max(0.0, until - time.monotonic()))

@@ -59,6 +59,7 @@ from tests.support import (
     Backend,
     LockKind,
     assert_the_limit_was_reported,
+    empty_slot,
     real_backend,
     record_async_requests,
     script_sha,
@@ -1321,6 +1322,7 @@ def _assign(cluster: Any, slot: int, node_id: str) -> None:
     for node in cluster.get_primaries():
         admin: Any
         with redis.Redis(host=node.host, port=node.port) as admin:
+            empty_slot(admin, slot)
             admin.execute_command("CLUSTER SETSLOT", slot, "NODE", node_id)
 
 
@@ -1387,6 +1389,33 @@ def test_the_async_cluster_lock_follows_ask_during_a_migration_and_moved_after_i
             for admin in (source, target):
                 admin.execute_command("CLUSTER SETSLOT", slot, "STABLE")
         sync.close()
+
+
+@pytest.mark.real_redis
+def test_on_an_async_cluster_the_next_grant_goes_to_the_waiting_task(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    node = redis_cluster.nodes[0]
+
+    async def main() -> None:
+        rc = redis.asyncio.RedisCluster(host=node.host, port=node.port)
+        key = "lock:aio:cluster-line"
+        holder = FencedLock(rc, key, ttl_ms=10_000)
+        waiter = FencedLock(rc, key, ttl_ms=10_000, retry_delay_ms=(900, 1_000))
+        assert await holder.acquire()
+        first = holder.token
+        waiting = asyncio.create_task(waiter.acquire(timeout_ms=5_000))
+        await asyncio.sleep(0.2)  # refused: in line, blocked on its wake-up
+        await holder.release()
+        released = time.monotonic()
+        assert not await holder.acquire(blocking=False), "the releaser took it back"
+        assert await asyncio.wait_for(waiting, 5)
+        assert time.monotonic() - released < 0.3, "woken by the release, not by its 1 s pause"
+        assert waiter.token == first + 1, "the hand-over drew the next token"
+        await waiter.release()
+        await rc.aclose()
+
+    run(main)
 
 
 # -- O: the async locks close what they open --------------------------------------------------

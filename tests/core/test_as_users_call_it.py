@@ -32,7 +32,7 @@ from lockguide.fencing import counter_key_for
 from lockguide_lab.testbed import RedisServer
 from lockguide_lab.testbed.deployments import ClusterDeployment
 from tests.ownership import Worker, a_forked_child_does_nothing
-from tests.support import Backend, record_requests, script_sha, start_redis_server
+from tests.support import Backend, empty_slot, record_requests, script_sha, start_redis_server
 
 KEY = "lock:users"
 
@@ -356,6 +356,8 @@ def _primary_ports(client: Any) -> set[int]:
 def _set_slot(servers: list[RedisServer], slot: int, *args: str) -> None:
     for server in servers:
         with server.admin() as admin:
+            if args[0] == "NODE":
+                empty_slot(admin, slot)
             admin.execute_command("CLUSTER", "SETSLOT", slot, *args)
 
 
@@ -415,3 +417,141 @@ def test_a_slot_being_migrated_is_followed_with_asking(redis_cluster: ClusterDep
     finally:
         _set_slot([source, target], slot, "STABLE")
         _give_back(redis_cluster, masters, slot, source)
+
+
+def _blocked_on_a_wake_up(server: RedisServer) -> None:
+    give_up = time.monotonic() + 5
+    with server.admin() as admin:
+        while not any(c["cmd"] == "blpop" for c in admin.client_list()):
+            assert time.monotonic() < give_up, "no waiter blocked on its wake-up"
+            time.sleep(0.01)
+
+
+def _in_thread(lock: Any, got: list[Any], timeout_ms: int) -> threading.Thread:
+    """A thread that waits for ``lock``: when it got it (-1.0: not), or what it raised."""
+
+    def wait() -> None:
+        try:
+            got.append(time.monotonic() if lock.acquire(timeout_ms=timeout_ms) else -1.0)
+        except BaseException as error:
+            got.append(error)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("kind", [Lock, FencedLock])
+def test_on_a_cluster_the_next_grant_goes_to_the_waiter_not_back_to_the_releaser(
+    redis_cluster: ClusterDeployment, kind: type[Lock]
+) -> None:
+    key = f"lock:cluster-line:{kind.__name__}"
+    client = redis_cluster.client()
+    holder = kind(client, key, ttl_ms=10_000, owner="process")
+    waiter = kind(client, key, ttl_ms=10_000, retry_delay_ms=(900, 1_000), owner="process")
+    assert holder.acquire()
+    got: list[Any] = []
+    thread = _in_thread(waiter, got, timeout_ms=5_000)
+    try:
+        _blocked_on_a_wake_up(redis_cluster.master_of(key))  # refused, in line
+        holder.release()
+        released = time.monotonic()
+        assert not holder.acquire(blocking=False), "the releaser took the key back"
+        thread.join(5)
+        assert len(got) == 1, got
+        assert isinstance(got[0], float), got
+        assert got[0] - released < 0.3, f"woken {got[0] - released:.3f} s after the release"
+    finally:
+        thread.join(5)
+        for lock in (holder, waiter):
+            if lock.held:
+                lock.release()
+
+
+@pytest.mark.real_redis
+def test_waiters_in_line_get_the_key_while_its_slot_is_being_migrated(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    """Mid-migration the source refuses the line's scripts (a key they reach is not there, or
+    not all of them are): each try and release falls back to the plain command on the key,
+    so the waiters poll, one holder at a time, and nothing raises."""
+    key = "lock:line-migrating"
+    client, source, masters, target, slot = _reshardable(redis_cluster, key)
+    holder = Lock(client, key, ttl_ms=10_000, owner="process")
+    waiters = [
+        Lock(client, key, ttl_ms=10_000, retry_delay_ms=(100, 200), owner="process")
+        for _ in range(4)
+    ]
+    inside, most = [0], [0]
+    mutex = threading.Lock()
+    got: list[Any] = []
+
+    def work() -> None:
+        with mutex:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)
+        with mutex:
+            inside[0] -= 1
+
+    def wait(lock: Lock) -> None:
+        try:
+            ok = lock.acquire(timeout_ms=8_000)
+            got.append(ok)
+            if ok:
+                work()
+                lock.release()
+        except BaseException as error:
+            got.append(error)
+
+    try:
+        assert holder.acquire()
+        threads = [threading.Thread(target=wait, args=(w,)) for w in waiters]
+        for thread in threads[:3]:
+            thread.start()
+        time.sleep(0.3)  # three waiters are in line, on the source
+        _set_slot([target], slot, "IMPORTING", _node_id(source))
+        _set_slot([source], slot, "MIGRATING", _node_id(target))
+        threads[3].start()  # the source has no place for this one: its tries are the key's
+        time.sleep(0.3)
+        holder.release()
+        for thread in threads:
+            thread.join(10)
+        assert got == [True] * 4, got
+        assert most[0] == 1
+    finally:
+        with target.admin() as admin:  # what the migration brought: the slot goes back
+            empty_slot(admin, slot)
+        _set_slot([source, target], slot, "STABLE")
+        _give_back(redis_cluster, masters, slot, source)
+
+
+@pytest.mark.real_redis
+def test_on_a_cluster_of_two_connections_a_node_waiters_leave_one_to_release_with(
+    redis_cluster: ClusterDeployment,
+) -> None:
+    key = "lock:cluster-room"
+    client = redis_cluster.client(max_connections=2)
+    holder = Lock(client, key, ttl_ms=10_000, owner="process")
+    assert holder.acquire()
+    got: list[Any] = []
+    waiters = [Lock(client, key, ttl_ms=10_000, retry_delay_ms=(200, 300)) for _ in range(4)]
+
+    def wait(lock: Lock) -> None:
+        try:
+            got.append(lock.acquire(timeout_ms=10_000))
+            lock.release()
+        except BaseException as error:
+            got.append(error)
+
+    threads = [threading.Thread(target=wait, args=(w,)) for w in waiters]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    try:
+        holder.release()  # a connection of the node's two is free for it
+    finally:
+        for thread in threads:
+            thread.join(15)
+    assert got == [True] * 4, got

@@ -3,9 +3,10 @@
 -- waiter's own lease, and a wake-up (the fencing token, or 1) is pushed to
 -- the list the waiter blocks on. The wake-up is the grant: the waiter needs
 -- no further request. A waiter that was not listening finds the key holding
--- its value at its next try (take.lua).
+-- its value at its next try (take.lua). The key is written last: if a Cluster
+-- slot being migrated refuses a key on the way, the lock is still ours, and
+-- the plain compare-and-delete (release.lua) releases it.
 --   KEYS[1]  the lock key
---   KEYS[2]  the line (as in take.lua)
 --   ARGV[1]  the value this holder wrote when it acquired the lock
 --   ARGV[2]  how long an unheard wake-up is kept, in ms (a place's lease)
 --   ARGV[3]  the prefix of the lock's other keys (as in take.lua)
@@ -23,7 +24,7 @@ if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 end
 redis.call("SET", note, "1", "PX", ARGV[4])
 for _ = 1, 16 do
-    local waiter = redis.call("LPOP", KEYS[2])
+    local waiter = redis.call("LPOP", ARGV[3] .. "line")
     if not waiter then
         break
     end
@@ -36,10 +37,10 @@ for _ = 1, 16 do
             token = redis.call("INCR", counter)
             redis.call("SET", ARGV[3] .. "token:" .. waiter, token, "PX", ARGV[2])
         end
-        redis.call("SET", KEYS[1], waiter, "PX", lease)
         local wake = ARGV[3] .. "wake:" .. waiter
         redis.call("RPUSH", wake, token)
         redis.call("PEXPIRE", wake, ARGV[2])
+        redis.call("SET", KEYS[1], waiter, "PX", lease)
         return 1
     end
 end
