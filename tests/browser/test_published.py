@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Response
+from playwright.sync_api import Browser, BrowserContext, Page, Response
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.browser.harness import serve
 from tests.browser.nav import nav_pages
@@ -66,29 +68,68 @@ def test_the_site_is_built_for_a_sub_path(built_site: SiteBuild, published: str)
         assert urlsplit(published).path == "/lockguide/", published
 
 
+#: A target's load and what ``LOADED`` read on it, or what Playwright raised.
+Result = tuple[Loaded, dict[str, Any]] | PlaywrightError
+
+#: How many targets load at once (each in a context of its own, so none shares a cache):
+#: each load ends with Playwright's ``networkidle``, half a second with no request, and
+#: those quiet half-seconds now overlap instead of following one another.
+AT_ONCE = 4
+
+
+@pytest.fixture(scope="module")
+def loads(published: str, chromium: Browser) -> dict[str, Result]:
+    """Every target loaded (status, assets, failures) and read (``LOADED``), once."""
+    found: dict[str, Result] = {}
+    waiting = list(TARGETS)
+    loading: list[tuple[str, BrowserContext, Page, Loaded, Response | None]] = []
+    try:
+        while waiting or loading:
+            while waiting and len(loading) < AT_ONCE:
+                loading.append(_start(published, chromium, waiting.pop(0)))
+            target, context, page, loaded, response = loading.pop(0)
+            try:
+                page.wait_for_load_state("load")
+                loaded.status = response.status if response is not None else 0
+                page.wait_for_load_state("networkidle")
+                found[target] = (loaded, page.evaluate(LOADED))
+            except PlaywrightError as error:  # this target's test fails with it
+                found[target] = error
+            finally:
+                context.close()
+    finally:
+        for _, context, *_ in loading:
+            context.close()
+    return found
+
+
+def _start(
+    published: str, chromium: Browser, target: str
+) -> tuple[str, BrowserContext, Page, Loaded, Response | None]:
+    """``target`` starts loading in a new context, its assets' answers and failures
+    recorded; returns once the browser has the document (Playwright's ``commit``)."""
+    context = chromium.new_context()
+    page = context.new_page()
+    loaded = Loaded(status=0)
+
+    def on_response(response: Response) -> None:
+        if response.request.resource_type in ASSETS:
+            loaded.assets[response.url] = response.status
+
+    page.on("response", on_response)
+    page.on("requestfailed", lambda r: loaded.failed.append(f"{r.url}: {r.failure}"))
+    response = page.goto(published + target, wait_until="commit")
+    return target, context, page, loaded, response
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_page_loads_its_assets_under_the_sub_path(
-    target: str, published: str, chromium: Browser
+    target: str, published: str, loads: dict[str, Result]
 ) -> None:
-    context = chromium.new_context()
-    try:
-        page = context.new_page()
-        loaded = Loaded(status=0)
-
-        def on_response(response: Response) -> None:
-            if response.request.resource_type in ASSETS:
-                loaded.assets[response.url] = response.status
-
-        page.on("response", on_response)
-        page.on("requestfailed", lambda r: loaded.failed.append(f"{r.url}: {r.failure}"))
-        response = page.goto(published + target, wait_until="load")
-        assert response is not None
-        loaded.status = response.status
-        page.wait_for_load_state("networkidle")
-        state = page.evaluate(LOADED)
-    finally:
-        context.close()
-
+    result = loads[target]
+    if isinstance(result, PlaywrightError):
+        raise result
+    loaded, state = result
     want = 404 if target == MISSING else 200
     assert loaded.status == want, f"{published + target} answered {loaded.status}, not {want}"
     problems = [f"{url}: HTTP {status}" for url, status in loaded.assets.items() if status != 200]

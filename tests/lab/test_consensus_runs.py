@@ -13,7 +13,8 @@ fenced-resource models (:mod:`lockguide_lab.history`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -44,22 +45,48 @@ pytestmark = pytest.mark.consensus
 Runs = Callable[[str, ConsensusScenario], tuple[Timeline, Timeline]]
 
 
-@pytest.fixture(scope="session")
+SYSTEMS = {"etcd": "etcd_cluster", "zookeeper": "zookeeper_ensemble"}
+
+
+@pytest.fixture(scope="module")
 def consensus_runs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Runs:
-    """Each scenario's broken and fixed runs on one system, run once and kept for the session."""
-    cache: dict[tuple[str, str], tuple[Timeline, Timeline]] = {}
+) -> Iterator[Runs]:
+    """Each scenario's broken and fixed runs on one system, run once and kept for the module.
+
+    The first call starts every run: the etcd cluster's in one thread and the ZooKeeper
+    ensemble's in another, each system's scenarios one after another as before (a run
+    kills and restarts members of its cluster; the two clusters share nothing). The runs
+    mostly wait on leases, sessions and timeouts, so the two systems wait at the same time
+    instead of in turn. A test waits for the runs it reads.
+    """
+    started: dict[tuple[str, str], Future[tuple[Timeline, Timeline]]] = {}
+    unavailable: dict[str, BaseException] = {}
+    pools: list[ThreadPoolExecutor] = []
+
+    def start() -> None:
+        for system, fixture in SYSTEMS.items():
+            try:  # in this thread: fixtures are not made from others
+                cluster: ConsensusCluster = request.getfixturevalue(fixture)
+            except (Exception, pytest.skip.Exception, pytest.fail.Exception) as error:
+                unavailable[system] = error  # raised by each test that asks for it
+                continue
+            pools.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix=system))
+            for scenario in CONSENSUS_SCENARIOS:  # one after another on this cluster
+                name = type(scenario).__name__
+                workdir = tmp_path_factory.mktemp(name)
+                started[system, name] = pools[-1].submit(scenario.both, cluster, workdir)
 
     def run(system: str, scenario: ConsensusScenario) -> tuple[Timeline, Timeline]:
-        name = type(scenario).__name__
-        if (system, name) not in cache:
-            fixture = "etcd_cluster" if system == "etcd" else "zookeeper_ensemble"
-            cluster: ConsensusCluster = request.getfixturevalue(fixture)
-            cache[system, name] = scenario.both(cluster, tmp_path_factory.mktemp(name))
-        return cache[system, name]
+        if not started and not unavailable:
+            start()
+        if system in unavailable:
+            raise unavailable[system]
+        return started[system, type(scenario).__name__].result()
 
-    return run
+    yield run
+    for pool in pools:  # a run no test read is not started
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def recorded_path(system: str, scenario: ConsensusScenario) -> Path:
