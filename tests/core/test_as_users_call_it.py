@@ -532,7 +532,9 @@ def test_on_a_cluster_of_two_connections_a_node_waiters_leave_one_to_release_wit
     redis_cluster: ClusterDeployment,
 ) -> None:
     key = "lock:cluster-room"
-    client = redis_cluster.client(max_connections=2)
+    client = redis_cluster.client(  # as the one-server twin: a pool that waits when full
+        max_connections=2, connection_pool_class=redis.BlockingConnectionPool
+    )
     holder = Lock(client, key, ttl_ms=10_000, owner="process")
     assert holder.acquire()
     got: list[Any] = []
@@ -550,7 +552,9 @@ def test_on_a_cluster_of_two_connections_a_node_waiters_leave_one_to_release_wit
         thread.start()
     time.sleep(0.3)
     try:
+        started = time.monotonic()
         holder.release()  # a connection of the node's two is free for it
+        assert time.monotonic() - started < 0.15, "the release waited for a waiter's connection"
     finally:
         for thread in threads:
             thread.join(15)
