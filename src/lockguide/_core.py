@@ -137,6 +137,13 @@ class Wait:
         command = ("BLPOP", self.wake, f"{max(self.seconds, 0.001):.3f}")
         return Send((command,), self.seconds + request_s + LATE_S)
 
+    @staticmethod
+    def slept_out(error: BaseException) -> bool:
+        """Whether the driver sleeps out the pause after this ``BLPOP`` error (a later try
+        may succeed, or a Cluster slot is being migrated) instead of raising it (a missing
+        permission: said at once, as a ``SET`` would)."""
+        return retryable(error) or slot_moving(error)
+
 
 Steps = Generator[Any, Any, T]
 #: Steps whose effects are functions to call (sync) or to call and await (asyncio).
@@ -792,25 +799,24 @@ class ServerSteps(LeaseState):
     def _grant(self, value: str, budget: float, in_line: bool) -> Steps[Any]:
         """One try's request: ``take.lua`` in line, else the plain grant; then ``WAIT``.
         On a Cluster slot being migrated, a place in line refused makes it ``take.lua``
-        without a place, in the time left: the key alone, which redirections reach."""
+        without a place, in the time left."""
         then = self._wait_for_replicas(budget)
-        script: LuaScript | None
-        if in_line:
-            keys, args = (self._key, *self._counter), [value, self._ttl_ms, self._place_ms]
-            began = self._clock()
-            try:
-                command = TAKE.command(keys, (*args, self._prefix))
-                steps = run_script(TAKE, command, budget, self._cluster, then)
-                return (yield from self._acked("acquire", steps, self._granted, then))
-            except rx.ResponseError as error:
-                if not (self._cluster and slot_moving(error)):
-                    raise
-            budget = max(0.001, budget - (self._clock() - began))
-            script, command = TAKE, TAKE.command(keys, (*args[:2], 0, self._prefix))
-        else:
+        if not in_line:
             script, command = self._grant_command(value)
-        steps = run_script(script, command, budget, self._cluster, then)
-        return (yield from self._acked("acquire", steps, self._granted, then))
+            steps = run_script(script, command, budget, self._cluster, then)
+            return (yield from self._acked("acquire", steps, self._granted, then))
+        began = self._clock()
+
+        def take(place_ms: int, budget_s: float) -> Steps[Any]:
+            args = (value, self._ttl_ms, place_ms, self._prefix)
+            command = TAKE.command((self._key, *self._counter), args)
+            steps = run_script(TAKE, command, budget_s, self._cluster, then)
+            return self._acked("acquire", steps, self._granted, then)
+
+        def without_a_place() -> Steps[Any]:
+            return take(0, max(0.001, budget - (self._clock() - began)))
+
+        return (yield from self._keyed(take(self._place_ms, budget), without_a_place))
 
     def _renew(self, action: str, value: str, ttl_ms: int) -> Steps[Any]:
         """Compare-and-pexpire ``value`` to ``ttl_ms``; then ``WAIT``. 1 if it was ours."""
@@ -849,13 +855,19 @@ class ServerSteps(LeaseState):
         """
         note_ms = max(int(2000 * self._request_s), self._place_ms)
         args = (value, self._place_ms, self._prefix, note_ms, "1" if leaving else "0")
-        command = HAND_OFF.command((self._key,), args)
+        steps = run_script(HAND_OFF, HAND_OFF.command((self._key,), args), timeout_s, self._cluster)
+        return (yield from self._keyed(steps, lambda: self._script(RELEASE, timeout_s, value)))
+
+    def _keyed(self, steps: Steps[Any], on_the_key: Callable[[], Steps[Any]]) -> Steps[Any]:
+        """The reply to ``steps`` (a script of the line); if a Cluster slot being migrated
+        refused them, the reply to ``on_the_key()``: a command on the lock key alone, which
+        the migration's redirections reach."""
         try:
-            return (yield from run_script(HAND_OFF, command, timeout_s, self._cluster))
+            return (yield from steps)
         except rx.ResponseError as error:
             if not (self._cluster and slot_moving(error)):
                 raise
-        return (yield from self._script(RELEASE, timeout_s, value))
+        return (yield from on_the_key())
 
     def _acquire_steps(self, blocking: bool, timeout_ms: object) -> Steps[bool]:
         """Tries until the deadline (errors a retry may fix kept in ``last_error``): a plain

@@ -188,8 +188,8 @@ class AsyncLease(core.LeaseState):
             try:
                 return await self._send(effect.blpop(self._request_s))  # type: ignore[attr-defined]
             except (rx.RedisError, OSError) as error:
-                if not (core.retryable(error) or core.slot_moving(error)):  # a missing
-                    raise  # permission: say so, as a SET would
+                if not effect.slept_out(error):
+                    raise
             finally:
                 room.leave()
         await asyncio.sleep(max(0.0, until - time.monotonic()))

@@ -37,8 +37,6 @@ from ._core import (
     Wait,
     call,
     drive,
-    retryable,
-    slot_moving,
 )
 
 if TYPE_CHECKING:
@@ -53,9 +51,11 @@ __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "DEFAULT_TIMEOUT_MS", "Lock"]
 def _pool_size(client: Any) -> int | None:
     """How many connections ``client`` may open to one server (on a Cluster: to each node)."""
     pool = getattr(client, "connection_pool", None)
-    if pool is None and isinstance(client, RedisCluster | redis.asyncio.RedisCluster):
-        node = client.get_default_node()
-        pool = getattr(getattr(node, "redis_connection", None), "connection_pool", node)
+    if isinstance(client, RedisCluster):  # each node's client has a pool
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        pool = node.redis_connection.connection_pool
+    elif isinstance(client, redis.asyncio.RedisCluster):  # each node keeps its own limit
+        pool = client.get_default_node()
     return getattr(pool, "max_connections", None)
 
 
@@ -332,8 +332,8 @@ class Driven(Lease):
             try:
                 return self._perform(effect.blpop(self._request_s))
             except (rx.RedisError, OSError) as error:
-                if not (retryable(error) or slot_moving(error)):  # a missing permission:
-                    raise  # say so, as a SET would
+                if not effect.slept_out(error):
+                    raise
             finally:
                 room.leave()
         time.sleep(max(0.0, until - time.monotonic()))

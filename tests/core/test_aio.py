@@ -1391,6 +1391,18 @@ def test_the_async_cluster_lock_follows_ask_during_a_migration_and_moved_after_i
         sync.close()
 
 
+async def _handed_over(holder: Lock, waiter: Lock, settle_s: float) -> None:
+    """``holder`` (holding) releases while ``waiter`` waits in line: the waiter, woken by the
+    release, gets the key, and the releaser cannot take it back first."""
+    waiting = asyncio.create_task(waiter.acquire(timeout_ms=5_000))
+    await asyncio.sleep(settle_s)  # refused: in line, blocked on its wake-up
+    await holder.release()
+    released = time.monotonic()
+    assert not await holder.acquire(blocking=False), "the releaser took it back"
+    assert await asyncio.wait_for(waiting, 5)
+    assert time.monotonic() - released < 0.3, "woken by the release, not by its 1 s pause"
+
+
 @pytest.mark.real_redis
 def test_on_an_async_cluster_the_next_grant_goes_to_the_waiting_task(
     redis_cluster: ClusterDeployment,
@@ -1404,13 +1416,7 @@ def test_on_an_async_cluster_the_next_grant_goes_to_the_waiting_task(
         waiter = FencedLock(rc, key, ttl_ms=10_000, retry_delay_ms=(900, 1_000))
         assert await holder.acquire()
         first = holder.token
-        waiting = asyncio.create_task(waiter.acquire(timeout_ms=5_000))
-        await asyncio.sleep(0.2)  # refused: in line, blocked on its wake-up
-        await holder.release()
-        released = time.monotonic()
-        assert not await holder.acquire(blocking=False), "the releaser took it back"
-        assert await asyncio.wait_for(waiting, 5)
-        assert time.monotonic() - released < 0.3, "woken by the release, not by its 1 s pause"
+        await _handed_over(holder, waiter, settle_s=0.2)
         assert waiter.token == first + 1, "the hand-over drew the next token"
         await waiter.release()
         await rc.aclose()
@@ -1570,13 +1576,7 @@ def test_the_next_grant_goes_to_the_waiting_task_not_back_to_the_releaser(
         holder = Lock(client, KEY, ttl_ms=10_000)
         waiter = Lock(client, KEY, ttl_ms=10_000, retry_delay_ms=(900, 1_000), owner="process")
         assert await holder.acquire()
-        waiting = asyncio.create_task(waiter.acquire(timeout_ms=5_000))
-        await asyncio.sleep(0.1)  # refused: in line, blocked on its wake-up
-        await holder.release()
-        released = time.monotonic()
-        assert not await holder.acquire(blocking=False), "the releaser took it back"
-        assert await asyncio.wait_for(waiting, 5)
-        assert time.monotonic() - released < 0.3, "woken by the release, not by its 1 s pause"
+        await _handed_over(holder, waiter, settle_s=0.1)
         owner = await Lock(client, KEY, ttl_ms=1_000).holder()
         assert owner is not None
         assert owner.value == waiter.value
